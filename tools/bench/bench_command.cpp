@@ -198,6 +198,7 @@ Row bench_one(const BenchShape& shape, BenchOp op, bool bf16, int threads, const
   } catch (const std::exception& e) {
     row.onednn_unavailable = e.what();
   }
+  const auto park_openmp = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
   run_convjit();
   if (tf) {
     row.onednn_create_ms = tf->creation_ms();
@@ -207,6 +208,7 @@ Row bench_one(const BenchShape& shape, BenchOp op, bool bf16, int threads, const
     best->bind(x_ptr, w_ptr, y.bytes.data());
     tf->run();
     best->run();
+    park_openmp();
   } else if (data_grad) {
     run_reference(desc, w.view(), y.view(), onednn_out.view());
   } else {
@@ -215,18 +217,21 @@ Row bench_one(const BenchShape& shape, BenchOp op, bool bf16, int threads, const
   row.max_rel_error = relative_error(convjit_out, onednn_out);
   row.check_ok = row.max_rel_error <= (bf16 ? 2e-2 : 1e-4);
 
-  // Alternate the three so drift in clocks or load hits them alike; the pause lets oneDNN's
-  // OpenMP workers stop spinning before convjit's pool runs.
+  // Alternate the three in short blocks so drift in clocks or load hits them alike. oneDNN's
+  // OpenMP workers keep spinning for several milliseconds after a primitive returns (libgomp's
+  // default spin count); on a 2-core machine they would steal a core from convjit's pool, so
+  // each oneDNN block is followed by a pause long enough for them to park. Within a block each
+  // library runs as it would in a training loop: back to back.
   const double warm = std::max(1e-3, time_ms(run_convjit));
-  const int reps = std::clamp(static_cast<int>(opt.min_time_ms / warm), 3, 100);
+  const int reps = std::clamp(static_cast<int>(opt.min_time_ms / warm), 6, 120);
+  const int block = std::clamp(reps / 6, 1, 10);
   std::vector<double> t_convjit, t_tf, t_best;
-  for (int i = 0; i < reps; ++i) {
-    t_convjit.push_back(time_ms(run_convjit));
+  for (int done = 0; done < reps; done += block) {
+    for (int i = 0; i < block; ++i) t_convjit.push_back(time_ms(run_convjit));
     if (!tf) continue;
-    t_tf.push_back(time_ms([&] { tf->run(); }));
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    t_best.push_back(time_ms([&] { best->run(); }));
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < block; ++i) t_tf.push_back(time_ms([&] { tf->run(); }));
+    for (int i = 0; i < block; ++i) t_best.push_back(time_ms([&] { best->run(); }));
+    park_openmp();
   }
   row.convjit_gflops = gflop / (median(t_convjit) * 1e-3);
   if (tf) {
