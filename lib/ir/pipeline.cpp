@@ -1,6 +1,7 @@
 // The schedule pipeline. Order matters: the vector dimension first (it reorders the lowered
 // loops), residues next (everything after sees affine indices),
-// then borders (so the interior tiles have no guards), packing, register tiles over the
+// then borders (so the interior tiles have no guards), packing, channel blocks (whole
+// pixel sweeps per block of the packed filter), register tiles over the
 // guard-free interior, the filter gradient's cache blocking of its reduction (after tiling, so
 // it sees the border tiles' final ranges), and threads last (they split whatever loops are left).
 #include "ir/pipeline.hpp"
@@ -16,6 +17,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"stride_residue_split", &stride_residue_split},
       {"border_peel", &border_peel},
       {"pack_filter", &pack_filter},
+      {"block_channels", &block_channels},
       {"deinterleave_multiplier", &deinterleave_multiplier},
       {"register_tile", &register_tile},
       {"block_reduction", &block_reduction},

@@ -278,13 +278,157 @@ for n in [0, 1):
 )");
 }
 
+// An AVX2 machine whatever the host: 8 f32 lanes, 16 registers, the given L2.
+Target avx2_target(std::int64_t l2_bytes) {
+  Target t;
+  t.isa = Isa::kAvx2;
+  t.vector_bytes = 32;
+  t.vector_registers = 16;
+  t.has_fma = t.has_f16c = true;
+  t.l2_bytes = l2_bytes;
+  return t;
+}
+
+// dX of a 1x2x4x72 input, 1x2x72x3 filter, VALID: on AVX2 the tile model picks 40 columns, so
+// 72 input channels are a whole 40-wide block and a 32-wide partial one.
+ConvProblem wide_backprop_data() {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.n = 1;
+  p.ih = 2;
+  p.iw = 4;
+  p.ic = p.filter_in = 72;
+  p.kh = 1;
+  p.kw = 2;
+  p.oc = 3;
+  p.oh = 2;
+  p.ow = 3;
+  return p;
+}
+
+TEST(IrPassText, BlockChannelsAroundEachRowWhenTheFilterStaysInL2) {
+  const Target t = avx2_target(1 << 20);
+  LoopNest n = pack_filter(border_peel(lower(wide_backprop_data()), t), t);
+  EXPECT_EQ(print(block_channels(std::move(n), t)), R"(kernel backprop_data float32 NHWC "pack cb40r"
+buffer dx X float32 dims [1, 2, 4, 72] strides [576, 288, 72, 1]
+buffer w W float32 dims [1, 2, 72, 3] strides [432, 216, 3, 1]
+buffer dy Y float32 dims [1, 2, 3, 3] strides [18, 9, 3, 1]
+buffer wp scratch float32 dims [2, 1, 2, 3, 40] strides [240, 240, 120, 40, 1]
+for pb in [0, 1):
+  for pkh in [0, 1):
+    for pkw in [0, 2):
+      for po in [0, 3):
+        for pi in [0, 40):
+          store wp[pb, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi, po]
+for pb in [0, 1):
+  for pkh in [0, 1):
+    for pkw in [0, 2):
+      for po in [0, 3):
+        for pi in [0, 32):
+          store wp[pb + 1, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi + 40, po]
+for n in [0, 1):
+  for ih in [0, 2) "interior":
+    for cb in [0, 1) "channel blocks":
+      for iw in [0, 1) "left":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [1, 3) "interior":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [3, 4) "right":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
+            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
+    for cb in [1, 2) "channel tail":
+      for iw in [0, 1) "left":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [1, 3) "interior":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [3, 4) "right":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
+            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
+)");
+}
+
+TEST(IrPassText, BlockChannelsAroundTheImageWhenTheFilterOutgrowsL2) {
+  const Target t = avx2_target(1024);
+  LoopNest n = pack_filter(border_peel(lower(wide_backprop_data()), t), t);
+  EXPECT_EQ(print(block_channels(std::move(n), t)), R"(kernel backprop_data float32 NHWC "pack cb40"
+buffer dx X float32 dims [1, 2, 4, 72] strides [576, 288, 72, 1]
+buffer w W float32 dims [1, 2, 72, 3] strides [432, 216, 3, 1]
+buffer dy Y float32 dims [1, 2, 3, 3] strides [18, 9, 3, 1]
+buffer wp scratch float32 dims [2, 1, 2, 3, 40] strides [240, 240, 120, 40, 1]
+for pb in [0, 1):
+  for pkh in [0, 1):
+    for pkw in [0, 2):
+      for po in [0, 3):
+        for pi in [0, 40):
+          store wp[pb, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi, po]
+for pb in [0, 1):
+  for pkh in [0, 1):
+    for pkw in [0, 2):
+      for po in [0, 3):
+        for pi in [0, 32):
+          store wp[pb + 1, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi + 40, po]
+for n in [0, 1):
+  for cb in [0, 1) "channel blocks":
+    for ih in [0, 2) "interior":
+      for iw in [0, 1) "left":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [1, 3) "interior":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [3, 4) "right":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
+            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
+  for cb in [1, 2) "channel tail":
+    for ih in [0, 2) "interior":
+      for iw in [0, 1) "left":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [1, 3) "interior":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [3, 4) "right":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
+            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
+)");
+}
+
 TEST(IrPassText, PipelineReportsEveryPassInOrder) {
   std::vector<std::string> seen;
   lower_and_schedule(strided_backprop_data(), Target::generic(1),
                      [&](std::string_view name, const LoopNest&) { seen.emplace_back(name); });
   const std::vector<std::string> want = {"lower",           "position_vectors",
                                          "stride_residue_split", "border_peel",
-                                         "pack_filter",     "deinterleave_multiplier",
+                                         "pack_filter",     "block_channels",
+                                         "deinterleave_multiplier",
                                          "register_tile",   "block_reduction",
                                          "parallelize"};
   EXPECT_EQ(seen, want);

@@ -169,6 +169,7 @@ const std::vector<Geometry>& geometries() {
       {1, 1, 5, 2, 5, 2, 2, 2, 3, 1, 1, 1, Padding::kValid},   // out height 0: empty
       {0, 4, 4, 2, 3, 3, 2, 2, 1, 1, 1, 1, Padding::kSame},    // empty batch
       {1, 12, 11, 17, 3, 3, 17, 19, 1, 1, 1, 1, Padding::kSame},  // channel tails, threads
+      {1, 4, 5, 40, 3, 3, 40, 6, 1, 1, 1, 1, Padding::kSame},     // channel blocks (vector targets)
   };
   return kCases;
 }

@@ -27,6 +27,11 @@ LoopNest border_peel(LoopNest nest, const Target& target);
 /// operand is contiguous along the vectorized input channel.
 LoopNest pack_filter(LoopNest nest, const Target& target);
 
+/// Backprop data NHWC with a packed filter: moves blocks of input channels outside the pixel
+/// loops (around each row, or around the image when the filter outgrows L2), so one block's
+/// filter slice serves many pixels; the packed filter becomes [block][kh][kw][oc][cols].
+LoopNest block_channels(LoopNest nest, const Target& target);
+
 /// Depthwise backprop data NHWC with a depth multiplier M > 1: copies W and dy once per call
 /// into scratches laid out [..][m][c], so the channel vector is contiguous in both operands.
 LoopNest deinterleave_multiplier(LoopNest nest, const Target& target);
