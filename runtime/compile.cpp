@@ -1,7 +1,9 @@
 #include "runtime/compile.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -11,6 +13,7 @@
 #include "ir/pipeline.hpp"
 #include "ir/printer.hpp"
 #include "runtime/backend_registry.hpp"
+#include "runtime/descriptor_memo.hpp"
 #include "runtime/disk_cache/disk_tier.hpp"
 #include "runtime/env.hpp"
 #include "runtime/kernel_cache.hpp"
@@ -70,10 +73,11 @@ Expected<KernelCache::Entry> build_kernel(const ConvProblem& problem,
   return KernelCache::Entry(std::move(compiled));
 }
 
-}  // namespace
-
-Expected<std::shared_ptr<const detail::KernelImpl>> compile_kernel(const OpDescriptor& desc,
-                                                                   const CompileOptions& options) {
+// The full path: validation, backend, canonical key, memory cache (and disk cache, and code
+// generation). `memo_key` is the request's descriptor-memo key, empty when the memo is not used.
+Expected<std::shared_ptr<const detail::KernelImpl>> compile_slow(const OpDescriptor& desc,
+                                                                 const CompileOptions& options,
+                                                                 std::string_view memo_key) {
   const Clock::time_point start = Clock::now();
   Expected<ConvProblem> problem = validate(desc);
   if (!problem.has_value()) return problem.status();
@@ -93,6 +97,7 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_kernel(const OpDescr
   KernelCache::Entry entry;
   std::string_view log_source = "miss";
   std::string cache_source = "none";
+  std::string descriptor_text = to_text(desc);
   if (options.always_compile || config.always_compile) {
     Expected<KernelCache::Entry> built = build();
     if (!built.has_value()) return built.status();
@@ -106,7 +111,10 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_kernel(const OpDescr
       return compile_through_disk_cache(key, desc, problem.value(), *backend.value(), build,
                                         &disk_hit);
     };
-    Expected<KernelCache::Result> result = global_kernel_cache().get_or_compile(key, build_or_load);
+    KernelCache& cache = global_kernel_cache();
+    // Read before the lookup: see KernelCache::epoch.
+    const std::uint64_t epoch_before = cache.epoch();
+    Expected<KernelCache::Result> result = cache.get_or_compile(key, build_or_load);
     if (!result.has_value()) return result.status();
     entry = std::move(result.value().kernel);
     if (result.value().source != KernelCache::Source::kCompiled) {
@@ -116,13 +124,62 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_kernel(const OpDescr
       log_source = "disk_hit";
       cache_source = "disk";
     }
+    if (!memo_key.empty()) {
+      // What every later compile() of this request returns: the same handle state a memory
+      // hit gets. The caller's parallel_for is not part of it; a hit with one copies the rest.
+      auto memo_kernel = std::make_shared<const detail::KernelImpl>(entry, desc.op,
+                                                                    descriptor_text, "memory",
+                                                                    ParallelFor{});
+      // The memo may hold about two entries per cached kernel: requests that differ only in
+      // how they name the same problem (a thread count given or defaulted, ...) share one.
+      global_descriptor_memo().remember(memo_key, std::move(memo_kernel), epoch_before,
+                                        cache.epoch(), 2 * cache.capacity());
+    }
   }
 
-  auto kernel = std::make_shared<const detail::KernelImpl>(std::move(entry), desc.op, to_text(desc),
-                                                           std::move(cache_source),
-                                                           options.parallel_for);
+  auto kernel = std::make_shared<const detail::KernelImpl>(
+      std::move(entry), desc.op, std::move(descriptor_text), std::move(cache_source),
+      options.parallel_for);
   log_compile(*kernel, log_source, ms_since(start));
   return std::shared_ptr<const detail::KernelImpl>(std::move(kernel));
+}
+
+}  // namespace
+
+Expected<std::shared_ptr<const detail::KernelImpl>> compile_kernel(const OpDescriptor& desc,
+                                                                   const CompileOptions& options) {
+  const EnvConfig& config = env();
+  // Requests that bypass the caches, or that are errors (left to the slow path to report in its
+  // usual order), never use the memo.
+  if (options.always_compile || config.always_compile || options.num_threads < 0) {
+    return compile_slow(desc, options, {});
+  }
+
+  // The fast path: a request seen before, while nothing has left the memory cache since.
+  const bool verbose = verbose_level() >= 1;
+  const Clock::time_point start = verbose ? Clock::now() : Clock::time_point{};
+  const int num_threads = options.num_threads > 0 ? options.num_threads : config.num_threads;
+  const std::string& backend_name = !options.backend.empty() ? options.backend : config.backend;
+  // One buffer per thread: after its first use, a key costs no allocation.
+  thread_local std::string memo_key;
+  make_descriptor_key(desc, backend_name, num_threads, config.isa_cap, &memo_key);
+
+  KernelCache& cache = global_kernel_cache();
+  std::shared_ptr<const detail::KernelImpl> kernel =
+      global_descriptor_memo().find(memo_key, cache.epoch());
+  if (kernel == nullptr) {
+    // Copied, so the key stays intact should anything on the slow path compile on this thread.
+    return compile_slow(desc, options, std::string(memo_key));
+  }
+  cache.count_front_hit();
+  kernel->compiled().use_mark.mark();
+  if (options.parallel_for) {
+    kernel = std::make_shared<const detail::KernelImpl>(kernel->compiled_ptr(), kernel->op(),
+                                                        kernel->descriptor(), "memory",
+                                                        options.parallel_for);
+  }
+  if (verbose) log_compile(*kernel, "memory_hit", ms_since(start));
+  return kernel;
 }
 
 }  // namespace convjit::runtime

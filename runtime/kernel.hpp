@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,7 +19,30 @@
 
 namespace convjit::runtime {
 
-/// One compiled problem: immutable, shared by every handle and by the cache.
+/// A "handed out since you last looked" flag. compile()'s descriptor memo returns kernels
+/// without going through the memory cache's LRU list (that would mean taking its lock on every
+/// hit), so it sets this instead and the cache gives a marked entry a second chance before
+/// evicting it. A copy starts unmarked: it is a different cache entry.
+class UseMark {
+ public:
+  UseMark() = default;
+  UseMark(const UseMark&) noexcept {}
+  UseMark& operator=(const UseMark&) noexcept { return *this; }
+
+  /// Reads before writing so that many threads hitting one kernel share its cache line.
+  void mark() const noexcept {
+    if (!used_.load(std::memory_order_relaxed)) used_.store(true, std::memory_order_relaxed);
+  }
+  /// Whether it was marked, clearing the mark.
+  bool take() const noexcept {
+    return used_.load(std::memory_order_relaxed) && used_.exchange(false, std::memory_order_relaxed);
+  }
+
+ private:
+  mutable std::atomic<bool> used_{false};
+};
+
+/// One compiled problem: immutable (but for `use_mark`), shared by every handle and by the cache.
 struct CompiledKernel {
   ConvProblem problem;
   /// The backend that generated `code` ("x86", "interpreter"); may differ from the one asked
@@ -32,6 +56,8 @@ struct CompiledKernel {
   std::shared_ptr<const codegen::CompiledCode> code;
   /// Threads a run may use.
   int num_threads = 1;
+  /// Set by memo hits; read by the memory cache's eviction (see UseMark).
+  UseMark use_mark;
 };
 
 /// One operand of a run as the APIs pass it: no ownership, no allocation.

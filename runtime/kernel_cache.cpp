@@ -1,6 +1,7 @@
 #include "runtime/kernel_cache.hpp"
 
 #include <condition_variable>
+#include <iterator>
 #include <optional>
 #include <utility>
 
@@ -26,7 +27,8 @@ struct KernelCache::Flight {
   std::optional<Expected<Entry>> result;
 };
 
-KernelCache::KernelCache(std::size_t capacity, HashFn hash) : hash_(hash), capacity_(capacity) {}
+KernelCache::KernelCache(std::size_t capacity, HashFn hash)
+    : hash_(hash), capacity_(capacity), capacity_seen_(capacity) {}
 
 KernelCache::Entry KernelCache::lookup_locked(const std::string& key, const Hash128& hash) {
   auto [first, last] = index_.equal_range(hash);
@@ -34,6 +36,8 @@ KernelCache::Entry KernelCache::lookup_locked(const std::string& key, const Hash
     // Equal hashes are not proof: compare the whole key.
     if (it->second->key == key) {
       lru_.splice(lru_.begin(), lru_, it->second);
+      // Just moved to the front: an older memo hit needs no second chance on top.
+      if (it->second->kernel) it->second->kernel->use_mark.take();
       return it->second->kernel;
     }
   }
@@ -47,6 +51,7 @@ void KernelCache::insert_locked(const std::string& key, const Hash128& hash, Ent
     if (it->second->key == key) {
       it->second->kernel = std::move(kernel);
       lru_.splice(lru_.begin(), lru_, it->second);
+      bump_epoch();  // the replaced kernel left the cache
       return;
     }
   }
@@ -56,8 +61,18 @@ void KernelCache::insert_locked(const std::string& key, const Hash128& hash, Ent
 }
 
 void KernelCache::evict_locked() {
+  // Memo hits skip the LRU list and mark the kernel instead: a marked tail entry was used
+  // since it got there, so it moves up to just behind the front, which is the entry being
+  // inserted (newer still; at capacity 1 it must not be the one to go). Once per entry and
+  // call, so that hits arriving meanwhile cannot keep this loop going.
+  std::size_t second_chances = lru_.size();
   while (lru_.size() > capacity_) {
     auto victim = std::prev(lru_.end());
+    if (capacity_ > 0 && second_chances > 0 && victim->kernel && victim->kernel->use_mark.take()) {
+      --second_chances;
+      lru_.splice(std::next(lru_.begin()), lru_, victim);  // size > capacity >= 1: 2 or more
+      continue;
+    }
     auto [first, last] = index_.equal_range(victim->hash);
     for (auto it = first; it != last; ++it) {
       if (it->second == victim) {
@@ -67,6 +82,7 @@ void KernelCache::evict_locked() {
     }
     lru_.erase(victim);
     ++counters_.evictions;
+    bump_epoch();
   }
 }
 
@@ -138,6 +154,7 @@ Expected<KernelCache::Result> KernelCache::get_or_compile(const std::string& key
 CacheStats KernelCache::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   CacheStats s = counters_;
+  s.hits += front_hits_.load(std::memory_order_relaxed);
   s.size = lru_.size();
   s.capacity = capacity_;
   return s;
@@ -147,11 +164,16 @@ void KernelCache::clear() {
   std::lock_guard<std::mutex> lock(mutex_);
   lru_.clear();
   index_.clear();
+  bump_epoch();
 }
 
 void KernelCache::set_capacity(std::size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   capacity_ = capacity;
+  capacity_seen_.store(capacity, std::memory_order_relaxed);
+  // Always, even when nothing is evicted: a memo entry recorded while the capacity was 0 names
+  // a kernel that was never inserted, and must not outlive a change to a capacity that keeps it.
+  bump_epoch();
   evict_locked();
 }
 

@@ -3,6 +3,7 @@
 // 128-bit hash of the key and the full key text is compared on every hit.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -27,7 +28,7 @@ std::string make_cache_key(const ConvProblem& problem, std::string_view backend,
                            const ir::Target& target);
 
 struct CacheStats {
-  std::uint64_t hits = 0;       // found in memory
+  std::uint64_t hits = 0;       // found in memory (count_front_hit's included)
   std::uint64_t misses = 0;     // compiled by the caller
   std::uint64_t coalesced = 0;  // waited for another thread's compile of the same key
   std::uint64_t evictions = 0;
@@ -65,6 +66,17 @@ class KernelCache {
   CacheStats stats() const;
   void clear();
   void set_capacity(std::size_t capacity);
+  std::size_t capacity() const { return capacity_seen_.load(std::memory_order_relaxed); }
+
+  /// Advances whenever a kernel leaves the cache (eviction, replacement, clear) and on every
+  /// set_capacity. An index in front of the cache (compile()'s descriptor memo) that read
+  /// epoch E before a get_or_compile may hand out that call's kernel without asking the cache
+  /// again for as long as epoch() is still E: nothing has been removed since, so the kernel is
+  /// still cached, and clearing the cache invalidates the whole index at once.
+  std::uint64_t epoch() const { return epoch_.load(std::memory_order_acquire); }
+  /// Counts a memory hit served by such an index, which never reaches get_or_compile. The
+  /// index marks the kernel's UseMark too, which eviction honours in place of an LRU move.
+  void count_front_hit() { front_hits_.fetch_add(1, std::memory_order_relaxed); }
 
  private:
   struct Node {
@@ -80,10 +92,15 @@ class KernelCache {
   Entry lookup_locked(const std::string& key, const Hash128& hash);
   void insert_locked(const std::string& key, const Hash128& hash, Entry kernel);
   void evict_locked();
+  void bump_epoch() { epoch_.fetch_add(1, std::memory_order_acq_rel); }
 
   const HashFn hash_;
   mutable std::mutex mutex_;
   std::size_t capacity_;
+  // Lock-free reads for capacity() and epoch(); written under mutex_.
+  std::atomic<std::size_t> capacity_seen_;
+  std::atomic<std::uint64_t> epoch_{0};
+  std::atomic<std::uint64_t> front_hits_{0};
   std::list<Node> lru_;  // front = most recently used
   std::unordered_multimap<Hash128, std::list<Node>::iterator, HashOf> index_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> in_flight_;
