@@ -109,6 +109,23 @@ void Emitter::load_vector(int dst, DType dtype, const VecRef& ref) {
   load_vector(dst, dtype, VecRef{rsp, 0, 1, full});
 }
 
+void Emitter::gather_f32(int dst, int tmp, const VecRef& ref) {
+  // Four lanes per xmm (vmovss, then vinsertps into lanes 1-3), quarters 1.. inserted whole.
+  for (int quarter = 0; quarter * 4 < ref.count; ++quarter) {
+    const Xmm x = Xmm(quarter == 0 ? dst : tmp);
+    vmovss(x, dword[lane_addr(ref, quarter * 4, 4)]);
+    for (int l = 1; l < 4; ++l) {
+      vinsertps(x, x, dword[lane_addr(ref, quarter * 4 + l, 4)], static_cast<std::uint8_t>(l << 4));
+    }
+    if (quarter == 0) continue;
+    if (avx512_) {
+      vinsertf32x4(Zmm(dst), Zmm(dst), x, static_cast<std::uint8_t>(quarter));
+    } else {
+      vinsertf128(Ymm(dst), Ymm(dst), x, static_cast<std::uint8_t>(quarter));
+    }
+  }
+}
+
 void Emitter::load_broadcast(int dst, DType dtype, const RegExp& addr) {
   const Xmm v = vreg(dst);
   switch (dtype) {

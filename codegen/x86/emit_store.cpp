@@ -38,7 +38,10 @@ bool Emitter::try_emit_vector_store_loop(const ir::Loop& loop) {
 
   auto body = [&](int count) {
     if (has_src) {
-      if (src.shape != ColumnShape::kBroadcast) {
+      if (src.shape != ColumnShape::kBroadcast && src.col_coef != 1 &&
+          src.dtype == DType::kFloat32 && count == vl) {
+        gather_f32(0, 2, VecRef{r9, 0, src.col_coef, count});  // a transposing copy
+      } else if (src.shape != ColumnShape::kBroadcast) {
         load_vector(0, src.dtype, VecRef{r9, 0, src.col_coef, count});
       } else {
         load_broadcast(0, src.dtype, r9);

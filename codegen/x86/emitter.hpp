@@ -81,6 +81,9 @@ class Emitter : public Xbyak::CodeGenerator {
   void set_mask(int count);  // k1 = low `count` lanes (AVX-512)
   void zero_vector(int idx);  // vpxord on AVX-512 (vxorps zmm would need AVX512DQ)
   void load_vector(int dst, DType dtype, const VecRef& ref);
+  // A full vector of strided f32 lanes built in registers (`tmp` is clobbered): the bounce
+  // buffer's narrow stores followed by one wide load stall on store forwarding.
+  void gather_f32(int dst, int tmp, const VecRef& ref);
   void load_broadcast(int dst, DType dtype, const Xbyak::RegExp& addr);
   // Stores vector `src` (clobbered for 16-bit dtypes) using temporaries t1, t2.
   void store_vector(int src, DType dtype, const VecRef& ref, int t1, int t2);
