@@ -67,18 +67,27 @@ double chunk_bytes(const ConvProblem& p, std::int64_t rows) {
   return eb * (x_rows * static_cast<double>(p.iw * p.ic) + static_cast<double>(rows * p.ow * p.oc));
 }
 
-// Output rows per chunk. With the column blocks outside the row blocks (see
-// columns_outside_rows), the tiles of one column block reuse that block's slice of the
-// chunk's dy rows and the x lines of their pixels: as many rows as keep those within a share
-// of L1, so each tile streams from L1, not L2. At least one row.
-std::int64_t l1_chunk_rows(LoopNest& nest, const Target& target) {
+// Output rows per chunk. Tiles with vector columns: with the column blocks outside the row
+// blocks (see columns_outside_rows), the tiles of one column block reuse that block's slice of
+// the chunk's dy rows and the x lines of their pixels, so as many rows as keep those within a
+// share of L1: each tile then streams from L1, not L2. Scalar-column tiles (NCHW, where both
+// operands run along W) read whole rows instead: as many as keep the chunk's x and dy rows
+// within a share of L2. At least one row.
+std::int64_t chunk_rows(LoopNest& nest, const Target& target) {
   const ConvProblem& p = nest.problem;
   std::int64_t cols = 1;
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) { cols = std::max(cols, t.cols); });
+  if (cols == 1) {
+    const double budget = kL2Share * static_cast<double>(target.l2_bytes);
+    std::int64_t rows = std::max<std::int64_t>(p.oh, 1);
+    while (rows > 1 && chunk_bytes(p, rows) > budget) --rows;
+    return rows;
+  }
   const std::int64_t per_pixel = cols * dtype_size(p.dtype) + kLineBytes;
   const auto pixels =
       static_cast<std::int64_t>(kL1Share * static_cast<double>(target.l1_bytes)) / per_pixel;
-  return std::clamp<std::int64_t>(pixels / std::max<std::int64_t>(p.ow, 1), 1, std::max<std::int64_t>(p.oh, 1));
+  return std::clamp<std::int64_t>(pixels / std::max<std::int64_t>(p.ow, 1), 1,
+                                  std::max<std::int64_t>(p.oh, 1));
 }
 
 bool is_column_loop(const Stmt& s) {
@@ -327,7 +336,7 @@ LoopNest block_reduction(LoopNest nest, const Target& target) {
     if (accumulator_dtype(p.dtype) != p.dtype) return nest;
     ReduceVars vars;
     if (!find_reduce_vars(nest, &vars)) return nest;
-    const std::int64_t rows = l1_chunk_rows(nest, target);
+    const std::int64_t rows = chunk_rows(nest, target);
     columns_outside_rows(nest.body);
     split_rows(nest, vars, threads, rows);
     return nest;
@@ -336,7 +345,7 @@ LoopNest block_reduction(LoopNest nest, const Target& target) {
   if (static_cast<double>(p.n) * chunk_bytes(p, p.oh) <= budget) return nest;
   ReduceVars vars;
   if (!find_reduce_vars(nest, &vars)) return nest;
-  std::int64_t rows = l1_chunk_rows(nest, target);
+  std::int64_t rows = chunk_rows(nest, target);
   columns_outside_rows(nest.body);
   BlockReduction block(nest, vars, rows);
   block.scan();
