@@ -5,6 +5,8 @@
 // kept quiet).
 #include "codegen/x86/emitter.hpp"
 
+#include <algorithm>
+
 namespace convjit::codegen::x86 {
 
 using namespace Xbyak;  // NOLINT: the mnemonics read as assembly
@@ -104,9 +106,43 @@ void Emitter::load_vector(int dst, DType dtype, const VecRef& ref) {
     }
     return;
   }
-  // Strided lanes, or an AVX2 tail: gather into the bounce buffer, then load it whole.
+  if (contiguous && dtype == DType::kFloat32) {
+    load_f32_tail(dst, ref);
+    return;
+  }
+  // Strided lanes, or an AVX2 tail of another type: gather into the bounce buffer, then load
+  // it whole.
   copy_lanes_to_bounce(ref, eb);
   load_vector(dst, dtype, VecRef{rsp, 0, 1, full});
+}
+
+void Emitter::load_f32_tail(int dst, const VecRef& ref) {
+  // Only the `count` lanes are read, with no temporary register: the bounce buffer's narrow
+  // stores followed by a wide load stalled every reduction step of a masked tile on store
+  // forwarding. Lanes at and past `count` are left zero (count <= 4) or hold copies of valid
+  // lanes (count > 4); tiles never store them.
+  const Xmm x = Xmm(dst);
+  const int count = ref.count;
+  if (count >= 4) {
+    // Upper half first: the last four valid lanes, shifted down so lane k holds element 4 + k,
+    // moved up; then the first four into the lower half.
+    if (count > 4) {
+      const int shift = 8 - count;
+      vmovups(x, ptr[lane_addr(ref, count - 4, 4)]);
+      std::uint8_t order = 0;
+      for (int k = 0; k < 4; ++k) order |= static_cast<std::uint8_t>(std::min(k + shift, 3) << (2 * k));
+      vpermilps(x, x, order);
+      vperm2f128(Ymm(dst), Ymm(dst), Ymm(dst), 0x00);
+      vinsertf128(Ymm(dst), Ymm(dst), ptr[lane_addr(ref, 0, 4)], 0);
+    } else {
+      vmovups(x, ptr[lane_addr(ref, 0, 4)]);  // VEX zeroes the upper half
+    }
+    return;
+  }
+  vmovss(x, dword[lane_addr(ref, 0, 4)]);
+  for (int l = 1; l < count; ++l) {
+    vinsertps(x, x, dword[lane_addr(ref, l, 4)], static_cast<std::uint8_t>(l << 4));
+  }
 }
 
 void Emitter::gather_f32(int dst, int tmp, const VecRef& ref) {

@@ -84,6 +84,8 @@ class Emitter : public Xbyak::CodeGenerator {
   // A full vector of strided f32 lanes built in registers (`tmp` is clobbered): the bounce
   // buffer's narrow stores followed by one wide load stall on store forwarding.
   void gather_f32(int dst, int tmp, const VecRef& ref);
+  // An AVX2 tail of fewer than 8 contiguous f32 lanes, loaded without touching memory past it.
+  void load_f32_tail(int dst, const VecRef& ref);
   void load_broadcast(int dst, DType dtype, const Xbyak::RegExp& addr);
   // Stores vector `src` (clobbered for 16-bit dtypes) using temporaries t1, t2.
   void store_vector(int src, DType dtype, const VecRef& ref, int t1, int t2);

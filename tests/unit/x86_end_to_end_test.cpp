@@ -153,6 +153,8 @@ std::vector<Geometry> geometries() {
       {"depthwise_m2_s2", 2, 8, 9, 6, 3, 3, 1, 2, 2, 2, 1, 1, Padding::kSame, {}, true},
       {"depthwise_m1", 1, 7, 7, 35, 3, 3, 1, 1, 1, 1, 1, 1, Padding::kValid, {}, true},
       {"pointwise", 2, 5, 5, 33, 1, 1, 33, 17, 1, 1, 1, 1, Padding::kValid, {}},
+      // 7 and 15 channels: AVX2 tails of 7 lanes (the widest partial load).
+      {"tails_of_seven", 1, 6, 5, 7, 3, 2, 7, 15, 1, 1, 1, 1, Padding::kSame, {}},
       // Backprop data's channel blocks: inside each row with a partial block (72 channels), and
       // around the whole image (a filter too large to stay in L2 between rows).
       {"channel_blocks_rows", 1, 5, 6, 72, 3, 3, 72, 24, 1, 1, 1, 1, Padding::kSame, {}},
