@@ -8,9 +8,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <latch>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -20,6 +18,7 @@
 #include "runtime/env.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/kernel_cache.hpp"
+#include "support/run_together.hpp"
 #include "support/test_tensors.hpp"
 
 namespace convjit::runtime {
@@ -356,19 +355,7 @@ TEST(RuntimeCacheHit, CollidingHashesAreToldApartByTheFullKey) {
   EXPECT_EQ(memo.find(key_of(forward_base(), "", 3), 0), nullptr);
 }
 
-// Runs `body(i)` on `threads` threads released together.
-template <typename Body>
-void run_together(int threads, Body body) {
-  std::latch start(threads);
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) {
-    pool.emplace_back([&, i] {
-      start.arrive_and_wait();
-      body(i);
-    });
-  }
-  for (std::thread& t : pool) t.join();
-}
+using convjit::testing::run_together;
 
 TEST(RuntimeCacheHit, EightThreadsHitOverlappingDescriptors) {
   std::vector<OpDescriptor> descs;

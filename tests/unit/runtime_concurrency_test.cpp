@@ -5,8 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
-#include <latch>
-#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -14,6 +12,7 @@
 #include "convjit/convjit.hpp"
 #include "runtime/kernel_cache.hpp"
 #include "runtime/thread_pool.hpp"
+#include "support/run_together.hpp"
 #include "support/test_tensors.hpp"
 
 namespace convjit::runtime {
@@ -21,19 +20,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Runs `body(i)` on `threads` threads released together.
-template <typename Body>
-void run_together(int threads, Body body) {
-  std::latch start(threads);
-  std::vector<std::thread> pool;
-  for (int i = 0; i < threads; ++i) {
-    pool.emplace_back([&, i] {
-      start.arrive_and_wait();
-      body(i);
-    });
-  }
-  for (std::thread& t : pool) t.join();
-}
+using convjit::testing::run_together;
 
 TEST(RuntimeConcurrency, PoolServesManyCallersAtOnce) {
   ThreadPool pool(4);
