@@ -19,6 +19,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"pack_filter", &pack_filter},
       {"block_channels", &block_channels},
       {"deinterleave_multiplier", &deinterleave_multiplier},
+      {"channels_last_out_backprop", &channels_last_out_backprop},
       {"register_tile", &register_tile},
       {"block_reduction", &block_reduction},
       {"parallelize", &parallelize},

@@ -421,6 +421,47 @@ for n in [0, 1):
 )");
 }
 
+// dW of a 1x2x3x3 NCHW input (2 channels), 1x2x2x8 filter, VALID: 8 output channels fill an
+// AVX2 vector.
+ConvProblem nchw_backprop_filter() {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropFilter;
+  p.format = DataFormat::kNCHW;
+  p.n = 1;
+  p.ih = p.iw = 3;
+  p.ic = p.filter_in = 2;
+  p.kh = 1;
+  p.kw = 2;
+  p.oc = 8;
+  p.oh = 3;
+  p.ow = 2;
+  return p;
+}
+
+TEST(IrPassText, ChannelsLastOutBackpropCopiesDyForVectorsOfOutputChannels) {
+  const Target t = avx2_target(1 << 20);
+  EXPECT_EQ(print(channels_last_out_backprop(lower(nchw_backprop_filter()), t)), R"(kernel backprop_filter float32 NCHW "dyc"
+buffer x X float32 dims [1, 3, 3, 2] strides [18, 3, 1, 9]
+buffer dw W float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer dy Y float32 dims [1, 3, 2, 8] strides [48, 2, 1, 6]
+buffer dyc scratch float32 dims [1, 3, 2, 8] strides [48, 16, 8, 1]
+for cn in [0, 1):
+  for coh in [0, 3):
+    for cow in [0, 2):
+      for co in [0, 8):
+        store dyc[cn, coh, cow, co] = dy[cn, coh, cow, co]
+for kh in [0, 1):
+  for kw in [0, 2):
+    for i in [0, 2):
+      for o in [0, 8):
+        tile r:1 x v:1
+          reduce n in [0, 1) oh in [0, 3) ow in [0, 2)
+          guard 0 <= kh + oh < 3
+          guard 0 <= kw + ow < 3
+          dw[kh, kw, i, o] = x[n, kh + oh, kw + ow, i] * dyc[n, oh, ow, o]
+)");
+}
+
 TEST(IrPassText, PipelineReportsEveryPassInOrder) {
   std::vector<std::string> seen;
   lower_and_schedule(strided_backprop_data(), Target::generic(1),
@@ -428,7 +469,7 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
   const std::vector<std::string> want = {"lower",           "position_vectors",
                                          "stride_residue_split", "border_peel",
                                          "pack_filter",     "block_channels",
-                                         "deinterleave_multiplier",
+                                         "deinterleave_multiplier", "channels_last_out_backprop",
                                          "register_tile",   "block_reduction",
                                          "parallelize"};
   EXPECT_EQ(seen, want);

@@ -323,7 +323,9 @@ bool split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_c
 
 }  // namespace
 
-LoopNest block_reduction(LoopNest nest, const Target& target) {
+namespace {
+
+LoopNest block_tiles(LoopNest nest, const Target& target) {
   const ConvProblem& p = nest.problem;
   const int threads = useful_threads(p, target);
   if (p.direction != ConvDirection::kBackpropFilter || p.is_empty()) return nest;
@@ -356,6 +358,17 @@ LoopNest block_reduction(LoopNest nest, const Target& target) {
   block.set_rows(rows);
   block.run();
   add_summary(nest, rows < p.oh ? fmt::format("blk=n,oh{}", rows) : std::string("blk=n"));
+  return nest;
+}
+
+}  // namespace
+
+LoopNest block_reduction(LoopNest nest, const Target& target) {
+  // Operand copies that run once per call (channels_last_out_backprop's) stay in front.
+  std::vector<Stmt> prologue = take_prologue(nest);
+  nest = block_tiles(std::move(nest), target);
+  nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
+                   std::make_move_iterator(prologue.end()));
   return nest;
 }
 

@@ -279,6 +279,14 @@ void unwrap_single_trips(std::vector<Stmt>& body) {
 LoopNest parallelize(LoopNest nest, const Target& target) {
   const ConvProblem& p = nest.problem;
   const int threads = useful_threads(p, target);
+  // The reduction splits restructure the tile nest alone; operand copies that run once per
+  // call stay in front, where they are parallelized like any other loop.
+  std::vector<Stmt> prologue;
+  if (p.direction == ConvDirection::kBackpropFilter) prologue = take_prologue(nest);
+  auto restore = [&] {
+    nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
+                     std::make_move_iterator(prologue.end()));
+  };
   if (threads <= 1) {
     // A blocked filter gradient accumulates into dW once per chunk. A half-type dW would be
     // rounded each time, so it accumulates into one partial of the accumulator dtype and is
@@ -287,6 +295,7 @@ LoopNest parallelize(LoopNest nest, const Target& target) {
         accumulator_dtype(p.dtype) != p.dtype && split_batch(nest, 1)) {
       add_summary(nest, "acc=partial");
     }
+    restore();
     return nest;
   }
   std::string summary;
@@ -301,6 +310,7 @@ LoopNest parallelize(LoopNest nest, const Target& target) {
     static constexpr const char* kDims[3] = {"n", "oh", "ow"};
     summary = fmt::format("split={}x{}", kDims[dim], chunks);
   }
+  restore();
   // A split reduction already has its parallel loop at the top; what follows it is small.
   if (summary.empty()) unwrap_single_trips(nest.body);
   Parallelize par(nest, threads);

@@ -176,6 +176,30 @@ int useful_threads(const ConvProblem& problem, const Target& target) {
   return saved > kDispatchesPerRun * kDispatchSeconds ? threads : 1;
 }
 
+namespace {
+
+// Whether `s` holds no tile and every store in it writes a scratch buffer.
+bool is_operand_copy(const LoopNest& nest, const Stmt& s) {
+  if (std::holds_alternative<Tile>(s.node)) return false;
+  if (const auto* st = std::get_if<Store>(&s.node)) {
+    return nest.buffers[static_cast<std::size_t>(st->dst.buffer)].kind == BufferKind::kScratch;
+  }
+  const auto& body = std::get<Loop>(s.node).body;
+  return !body.empty() && std::all_of(body.begin(), body.end(),
+                                      [&](const Stmt& inner) { return is_operand_copy(nest, inner); });
+}
+
+}  // namespace
+
+std::vector<Stmt> take_prologue(LoopNest& nest) {
+  const auto first = std::find_if(nest.body.begin(), nest.body.end(),
+                                  [&](const Stmt& s) { return !is_operand_copy(nest, s); });
+  std::vector<Stmt> prologue(std::make_move_iterator(nest.body.begin()),
+                             std::make_move_iterator(first));
+  nest.body.erase(nest.body.begin(), first);
+  return prologue;
+}
+
 void add_summary(LoopNest& nest, const std::string& token) {
   if (!nest.schedule_summary.empty()) nest.schedule_summary += ' ';
   nest.schedule_summary += token;

@@ -54,6 +54,11 @@ void add_summary(LoopNest& nest, const std::string& token);
 /// left with an empty body.
 void drop_empty_tiles(std::vector<Stmt>& body);
 
+/// Removes and returns the leading operand copies of `nest` (statements with no tile whose
+/// stores all write scratch buffers: packed or transposed operands, made once per call), so a
+/// pass can restructure the rest alone and put them back in front.
+std::vector<Stmt> take_prologue(LoopNest& nest);
+
 /// Threads worth using for `problem`: target.num_threads, or 1 when the estimated serial time
 /// saved by splitting is below the cost of waking the pool's threads a few times.
 int useful_threads(const ConvProblem& problem, const Target& target);

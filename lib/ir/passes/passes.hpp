@@ -36,6 +36,10 @@ LoopNest block_channels(LoopNest nest, const Target& target);
 /// into scratches laid out [..][m][c], so the channel vector is contiguous in both operands.
 LoopNest deinterleave_multiplier(LoopNest nest, const Target& target);
 
+/// Backprop filter NCHW: copies dy once per call into an NHWC scratch so the tiles' column
+/// vectors (output channels) are contiguous in it.
+LoopNest channels_last_out_backprop(LoopNest nest, const Target& target);
+
 /// Turns an innermost (row loop, column loop, 1x1 tile) nest into rows x cols register tiles
 /// sized for the target's vector lanes and registers, with remainder rows and channel tails.
 LoopNest register_tile(LoopNest nest, const Target& target);
