@@ -48,6 +48,14 @@ Status bad(std::string_view what, std::string_view line) {
 
 }  // namespace
 
+namespace {
+
+constexpr std::size_t kPage = 4096;
+// A multiple of kScratchAlign that cycles through 64 different page offsets.
+constexpr std::size_t kSlotStagger = 17 * kScratchAlign;
+
+}  // namespace
+
 KernelLayout make_layout(const ir::LoopNest& nest, std::vector<FunctionEntry> functions,
                          std::string name, std::string isa, std::size_t code_size) {
   KernelLayout layout;
@@ -61,8 +69,15 @@ KernelLayout make_layout(const ir::LoopNest& nest, std::vector<FunctionEntry> fu
     layout.buffers.push_back(b.kind);
     if (b.kind != ir::BufferKind::kScratch) continue;
     const auto bytes = static_cast<std::size_t>(b.elements()) * dtype_size(b.dtype);
-    layout.scratch.push_back({static_cast<int>(i), layout.scratch_bytes, bytes});
-    layout.scratch_bytes += (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
+    // Each slot starts at a different offset within a 4 KiB page: scratches whose sizes are
+    // multiples of 4 KiB (activation copies) would otherwise put element k of one at the same
+    // page offset as element k of the next, and a tile storing to one while loading from the
+    // other stalls on 4K aliasing.
+    const std::size_t slot = layout.scratch.size();
+    std::size_t offset = (layout.scratch_bytes + kPage - 1) / kPage * kPage;
+    if (slot > 0) offset += (slot * kSlotStagger) % kPage;
+    layout.scratch.push_back({static_cast<int>(i), offset, bytes});
+    layout.scratch_bytes = offset + (bytes + kScratchAlign - 1) / kScratchAlign * kScratchAlign;
   }
   return layout;
 }

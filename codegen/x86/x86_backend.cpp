@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "codegen/x86/access_info.hpp"
 #include "codegen/x86/emitter.hpp"
@@ -55,10 +56,39 @@ std::string kernel_name(const ir::LoopNest& nest, const ir::Target& target) {
   return name;
 }
 
+// Scratch blocks of one kernel, reused from run to run: a fresh multi-megabyte allocation per
+// run (activation-sized copies) comes back from the allocator as unmapped pages, and faulting
+// them in cost more than the copies themselves. One idle block is kept per kernel (released
+// with it); runs that overlap allocate their own.
+class ScratchPool {
+ public:
+  using Block = std::unique_ptr<void, decltype(&std::free)>;
+
+  explicit ScratchPool(std::size_t bytes) : bytes_(bytes) {}
+
+  Block acquire() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (idle_) return std::move(idle_);
+    }
+    return Block(std::aligned_alloc(x86::kScratchAlign, bytes_), &std::free);
+  }
+
+  void release(Block block) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!idle_) idle_ = std::move(block);
+  }
+
+ private:
+  std::size_t bytes_;
+  std::mutex mutex_;
+  Block idle_{nullptr, &std::free};  // guarded by mutex_
+};
+
 class X86Code final : public CompiledCode {
  public:
   X86Code(std::unique_ptr<x86::ExecutableMemory> code, x86::KernelLayout layout)
-      : code_(std::move(code)), layout_(std::move(layout)) {}
+      : code_(std::move(code)), layout_(std::move(layout)), scratch_pool_(layout_.scratch_bytes) {}
 
   Status run(const OperandPointers& operands, const ParallelFor& parallel_for) const override {
     std::vector<void*> table(layout_.buffers.size(), nullptr);
@@ -70,9 +100,9 @@ class X86Code final : public CompiledCode {
         case ir::BufferKind::kScratch: break;
       }
     }
-    std::unique_ptr<void, decltype(&std::free)> scratch(nullptr, &std::free);
+    ScratchPool::Block scratch(nullptr, &std::free);
     if (layout_.scratch_bytes > 0) {
-      scratch.reset(std::aligned_alloc(x86::kScratchAlign, layout_.scratch_bytes));
+      scratch = scratch_pool_.acquire();
       if (!scratch) {
         return resource_exhausted(fmt::format("convjit could not allocate {} bytes of kernel scratch",
                                               layout_.scratch_bytes));
@@ -98,6 +128,7 @@ class X86Code final : public CompiledCode {
         fn(args, 0, 1);
       }
     }
+    if (scratch) scratch_pool_.release(std::move(scratch));
     return Status::ok();
   }
 
@@ -109,6 +140,7 @@ class X86Code final : public CompiledCode {
  private:
   std::unique_ptr<x86::ExecutableMemory> code_;
   x86::KernelLayout layout_;
+  mutable ScratchPool scratch_pool_;
 };
 
 class X86Backend final : public Backend {
