@@ -13,6 +13,7 @@ namespace convjit::ir {
 
 const std::vector<NamedPass>& schedule_passes() {
   static const std::vector<NamedPass> kPasses = {
+      {"channels_last_backprop_data", &channels_last_backprop_data},
       {"position_vectors", &position_vectors},
       {"stride_residue_split", &stride_residue_split},
       {"border_peel", &border_peel},

@@ -462,11 +462,58 @@ for kh in [0, 1):
 )");
 }
 
+// dX of a 1x8x2x2 NCHW input, 1x2x8x8 filter, VALID: 8 channels each way fill AVX2 vectors.
+ConvProblem nchw_backprop_data() {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.format = DataFormat::kNCHW;
+  p.n = 1;
+  p.ih = p.iw = 2;
+  p.ic = p.filter_in = 8;
+  p.kh = 1;
+  p.kw = 2;
+  p.oc = 8;
+  p.oh = 2;
+  p.ow = 1;
+  return p;
+}
+
+TEST(IrPassText, ChannelsLastBackpropDataRunsTheNhwcNestBetweenTwoCopies) {
+  const Target t = avx2_target(1 << 20);
+  EXPECT_EQ(print(channels_last_backprop_data(lower(nchw_backprop_data()), t)), R"(kernel backprop_data float32 NHWC "tonhwc"
+buffer dxc scratch float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer w W float32 dims [1, 2, 8, 8] strides [128, 64, 8, 1]
+buffer dyc scratch float32 dims [1, 2, 1, 8] strides [16, 8, 8, 1]
+buffer dx X float32 dims [1, 2, 2, 8] strides [32, 2, 1, 4]
+buffer dy Y float32 dims [1, 2, 1, 8] strides [16, 1, 1, 2]
+for cn in [0, 1):
+  for coh in [0, 2):
+    for cow in [0, 1):
+      for co in [0, 8):
+        store dyc[cn, coh, cow, co] = dy[cn, coh, cow, co]
+for n in [0, 1):
+  for ih in [0, 2):
+    for iw in [0, 2):
+      for i in [0, 8):
+        tile r:1 x v:1
+          reduce kh in [0, 1) kw in [0, 2) o in [0, 8)
+          guard 0 <= ih - kh < 2
+          guard 0 <= iw - kw < 1
+          dxc[n, ih, iw, i] = dyc[n, ih - kh, iw - kw, o] * w[kh, kw, i, o]
+for fn in [0, 1):
+  for fih in [0, 2):
+    for fi in [0, 8):
+      for fiw in [0, 2):
+        store dx[fn, fih, fiw, fi] = dxc[fn, fih, fiw, fi]
+)");
+}
+
 TEST(IrPassText, PipelineReportsEveryPassInOrder) {
   std::vector<std::string> seen;
   lower_and_schedule(strided_backprop_data(), Target::generic(1),
                      [&](std::string_view name, const LoopNest&) { seen.emplace_back(name); });
-  const std::vector<std::string> want = {"lower",           "position_vectors",
+  const std::vector<std::string> want = {"lower",           "channels_last_backprop_data",
+                                         "position_vectors",
                                          "stride_residue_split", "border_peel",
                                          "pack_filter",     "block_channels",
                                          "deinterleave_multiplier", "channels_last_out_backprop",

@@ -167,11 +167,30 @@ LoopNest block_channels(LoopNest nest, const Target& target) {
   for (std::size_t b = 0; b < nest.buffers.size(); ++b) {
     if (nest.buffers[b].name == "wp" && nest.buffers[b].dims.size() == 4) wp = static_cast<int>(b);
   }
-  // The tiles live under one top-level loop (the batch), after the packing copy.
-  if (wp < 0 || nest.body.size() != 2 || !std::holds_alternative<Loop>(nest.body[1].node)) {
+  // The tiles live under one top-level loop (the batch); the packing copy is another top-level
+  // statement (operand copies and an output copy may stand around them).
+  std::size_t batch_at = nest.body.size(), pack_at = nest.body.size();
+  for (std::size_t s = 0; s < nest.body.size(); ++s) {
+    bool tiles = false, packs = false;
+    std::vector<Stmt> one{nest.body[s]};
+    for_each_tile(one, {}, [&](Tile&, const VarRanges&) { tiles = true; });
+    const Stmt* inner = &nest.body[s];
+    while (const auto* l = std::get_if<Loop>(&inner->node)) {
+      if (l->body.size() != 1) break;
+      inner = &l->body[0];
+    }
+    if (const auto* st = std::get_if<Store>(&inner->node)) packs = st->dst.buffer == wp;
+    if (tiles) {
+      if (batch_at != nest.body.size()) return nest;
+      batch_at = s;
+    }
+    if (packs) pack_at = s;
+  }
+  if (wp < 0 || batch_at == nest.body.size() || pack_at == nest.body.size() ||
+      !std::holds_alternative<Loop>(nest.body[batch_at].node)) {
     return nest;
   }
-  Loop& batch = std::get<Loop>(nest.body[1].node);
+  Loop& batch = std::get<Loop>(nest.body[batch_at].node);
   BlockChannels blocker(nest, wp);
   if (!blocker.matches(batch.body)) return nest;
 
@@ -195,8 +214,14 @@ LoopNest block_channels(LoopNest nest, const Target& target) {
   Buffer& packed = nest.buffers[static_cast<std::size_t>(wp)];
   packed.dims = {ceil_div(p.ic, cols), p.kh, p.kw, p.oc, cols};
   packed.strides = {p.kh * p.kw * p.oc * cols, p.kw * p.oc * cols, p.oc * cols, cols, 1};
-  std::vector<Stmt> body = blocker.pack(cols);
-  body.push_back(std::move(nest.body[1]));
+  std::vector<Stmt> body;
+  for (std::size_t s = 0; s < nest.body.size(); ++s) {
+    if (s != pack_at) {
+      body.push_back(std::move(nest.body[s]));
+      continue;
+    }
+    for (Stmt& copy : blocker.pack(cols)) body.push_back(std::move(copy));
+  }
   nest.body = std::move(body);
   add_summary(nest, fmt::format("cb{}{}", cols, blocks_outside ? "" : "r"));
   return nest;

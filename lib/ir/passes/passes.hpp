@@ -7,6 +7,11 @@
 
 namespace convjit::ir {
 
+/// Backprop data NCHW with enough channels to fill vectors: rebuilds the nest as the NHWC
+/// problem over scratch copies of dy and dx (copied in before the tiles and out after them),
+/// so every later pass schedules it as NHWC.
+LoopNest channels_last_backprop_data(LoopNest nest, const Target& target);
+
 /// Backprop data: reorders the input-channel loop inside the H loop so tiles can take rows over
 /// channels and vectors along W: always for NCHW (every channel shares the dy vector), and for
 /// NHWC when the cost model prefers W vectors over a mostly masked channel vector (few
