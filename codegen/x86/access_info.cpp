@@ -15,8 +15,8 @@ bool depends_on(const ir::Affine& a, ir::VarId v) { return v >= 0 && a.coef_of(v
 
 class NestChecker {
  public:
-  NestChecker(const ir::LoopNest& nest, bool avx512, bool has_f16c)
-      : nest_(nest), avx512_(avx512), has_f16c_(has_f16c) {}
+  NestChecker(const ir::LoopNest& nest, bool avx512, bool has_f16c, bool has_avx512_bf16)
+      : nest_(nest), avx512_(avx512), has_f16c_(has_f16c), has_avx512_bf16_(has_avx512_bf16) {}
 
   bool check(std::string* why) {
     for (const ir::Buffer& b : nest_.buffers) {
@@ -57,6 +57,7 @@ class NestChecker {
       return fail(why, "a tile access keeps an index divisor (stride-residue split missing)");
     }
     if (t.rows < 1 || t.cols < 1) return fail(why, "empty tile");
+    if (t.paired && !check_pairs(t, a, b, why)) return false;
     const bool any_f64 = a.dtype == DType::kFloat64 || b.dtype == DType::kFloat64 ||
                          c.dtype == DType::kFloat64;
     const bool all_f64 = a.dtype == DType::kFloat64 && b.dtype == DType::kFloat64 &&
@@ -90,6 +91,30 @@ class NestChecker {
     return true;
   }
 
+  // A paired tile: vdpbf16ps reads a's pair as one broadcast dword and b's pairs as dword
+  // lanes, so a2 and b2 must be the elements right after a and b, all bfloat16, with b's
+  // pairs interleaved along the column.
+  bool check_pairs(const ir::Tile& t, const AccessInfo& a, const AccessInfo& b,
+                   std::string* why) {
+    AccessInfo a2, b2;
+    if (!analyze_access(nest_, t.a2, t.row_var, t.col_var, t.cols, &a2) ||
+        !analyze_access(nest_, t.b2, t.row_var, t.col_var, t.cols, &b2)) {
+      return fail(why, "a paired tile access keeps an index divisor");
+    }
+    if (!avx512_ || !has_avx512_bf16_) return fail(why, "paired tiles need avx512_bf16");
+    for (const AccessInfo* x : std::initializer_list<const AccessInfo*>{&a, &b, &a2, &b2}) {
+      if (x->dtype != DType::kBFloat16) return fail(why, "paired tile operand not bfloat16");
+    }
+    if (a2.buffer != a.buffer || a2.offset != a.offset + 1 || b2.buffer != b.buffer ||
+        b2.offset != b.offset + 1) {
+      return fail(why, "paired tile pairs are not adjacent elements");
+    }
+    if (a.col_coef != 0 || b.row_coef != 0 || (t.cols > 1 && b.col_coef != 2)) {
+      return fail(why, "paired tile is not an outer product over interleaved pairs");
+    }
+    return true;
+  }
+
   bool check_store(const ir::Store& s, std::string* why) {
     AccessInfo d, src;
     if (!analyze_access(nest_, s.dst, -1, -1, 1, &d) ||
@@ -102,6 +127,7 @@ class NestChecker {
   const ir::LoopNest& nest_;
   bool avx512_;
   bool has_f16c_;
+  bool has_avx512_bf16_;
 };
 
 }  // namespace
@@ -134,8 +160,9 @@ DType tile_accumulator(DType a, DType b, DType c) {
                                                                                 : DType::kFloat32;
 }
 
-bool check_nest(const ir::LoopNest& nest, bool avx512, bool has_f16c, std::string* why_not) {
-  return NestChecker(nest, avx512, has_f16c).check(why_not);
+bool check_nest(const ir::LoopNest& nest, bool avx512, bool has_f16c, bool has_avx512_bf16,
+                std::string* why_not) {
+  return NestChecker(nest, avx512, has_f16c, has_avx512_bf16).check(why_not);
 }
 
 }  // namespace convjit::codegen::x86

@@ -45,6 +45,7 @@ DType tile_accumulator(DType a, DType b, DType c);
 
 /// Checks that the emitter can compile `nest` for the given ISA capabilities; on refusal
 /// `why_not` names the construct.
-bool check_nest(const ir::LoopNest& nest, bool avx512, bool has_f16c, std::string* why_not);
+bool check_nest(const ir::LoopNest& nest, bool avx512, bool has_f16c, bool has_avx512_bf16,
+                std::string* why_not);
 
 }  // namespace convjit::codegen::x86

@@ -16,12 +16,6 @@ using namespace Xbyak;  // NOLINT: the mnemonics read as assembly
 
 namespace {
 
-// Reduce-loop counters, innermost first (they get registers before outer levels do).
-constexpr std::array<int, 7> kCounterRegs = {Operand::RBX, Operand::R9,  Operand::R10,
-                                             Operand::R11, Operand::R12, Operand::R13,
-                                             Operand::R14};
-constexpr std::int64_t kFullUnrollTrip = 8;
-
 ir::IndexExpr with_column(const ir::IndexExpr& e, ir::VarId col_var, std::int64_t column) {
   return ir::IndexExpr(e.numer.substitute(col_var, ir::Affine::constant_of(column)), e.divisor);
 }
@@ -39,6 +33,10 @@ ir::Tile column_of(const ir::Tile& t, std::int64_t column) {
   one.a = with_column(t.a, t.col_var, column);
   one.b = with_column(t.b, t.col_var, column);
   one.c = with_column(t.c, t.col_var, column);
+  if (t.paired) {
+    one.a2 = with_column(t.a2, t.col_var, column);
+    one.b2 = with_column(t.b2, t.col_var, column);
+  }
   for (ir::Guard& g : one.guards) g.expr = with_column(g.expr, t.col_var, column);
   return one;
 }
@@ -94,6 +92,10 @@ void Emitter::emit_tile(const ir::Tile& t) {
       for (std::int64_t v = 0; v < t.cols; ++v) emit_tile(column_of(t, v));
       return;
     }
+  }
+  if (t.paired) {
+    emit_paired_tile(t);
+    return;
   }
   AccessInfo a, b, c;
   // check_nest() accepted the tile, so the analysis succeeds.
@@ -180,24 +182,8 @@ void Emitter::emit_tile(const ir::Tile& t) {
     }
   }
 
-  // Reduce counters: registers for the innermost levels, stack slots beyond.
-  const std::size_t depth = t.reduce.size();
-  for (std::size_t i = 0; i < depth; ++i) {
-    const std::size_t from_inner = depth - 1 - i;
-    if (from_inner < kCounterRegs.size()) {
-      var_reg_[static_cast<std::size_t>(t.reduce[i].var)] = kCounterRegs[from_inner];
-    }
-  }
-  bool empty_reduction = false;
-  std::int64_t a_begin = 0, b_begin = 0;
-  std::vector<ir::VarId> zeroed = {t.row_var, t.col_var};
-  for (const ir::ReduceLoop& r : t.reduce) {
-    empty_reduction = empty_reduction || r.end <= r.begin;
-    a_begin += a.offset.coef_of(r.var) * r.begin;
-    b_begin += b.offset.coef_of(r.var) * r.begin;
-    zeroed.push_back(r.var);
-  }
-
+  bind_reduce_counters(t);
+  const ReduceStart start = reduce_start(t, a, b);
   auto ref_of = [&](const AccessInfo& x, std::int64_t r, std::int64_t v, std::int64_t extra,
                     const Reg64& base) {
     VecRef ref{base, 0, 1, v == nv - 1 ? tail : static_cast<int>(vl)};
@@ -223,8 +209,8 @@ void Emitter::emit_tile(const ir::Tile& t) {
       const int shared_a = static_cast<int>(nrg * nvg);
       const int shared_b = shared_a + static_cast<int>(shared_count(a, nvg));
 
-      emit_base_pointer(rsi, a, zeroed, a_begin);
-      emit_base_pointer(rdi, b, zeroed, b_begin);
+      emit_base_pointer(rsi, a, start.zeroed, start.a_elems);
+      emit_base_pointer(rdi, b, start.zeroed, start.b_elems);
       emit_base_pointer(r8, c, {t.row_var, t.col_var}, 0);
       k1_count_ = -1;
       if (avx512_ && tail < vl) set_mask(tail);
@@ -239,10 +225,9 @@ void Emitter::emit_tile(const ir::Tile& t) {
         }
       }
 
-      // One reduction point; `u` is the unrolled copy of the innermost loop (`da`, `db` its
-      // pointer steps in bytes).
-      ir::VarId inner_var = -1;
-      std::int64_t inner_step = 0, da = 0, db = 0;
+      // One reduction point; `u` is the unrolled copy of the innermost loop (`cur.da`,
+      // `cur.db` its pointer steps in bytes).
+      ReduceCursor cur;
       auto load_shared = [&](const AccessInfo& x, int which, int base, std::int64_t disp0,
                              const Reg64& ptr_reg) {
         if (x.shape == ColumnShape::kBroadcast) {
@@ -260,7 +245,7 @@ void Emitter::emit_tile(const ir::Tile& t) {
         bool any_guard = false;
         for (const ir::Guard& g : t.guards) {
           if (g.expr.numer.coef_of(t.row_var) != 0) continue;
-          emit_guard_check(g, -1, 0, inner_var, u * inner_step, skip);
+          emit_guard_check(g, -1, 0, cur.inner_var, u * cur.inner_step, skip);
           any_guard = true;
         }
         if (stream) {
@@ -268,8 +253,8 @@ void Emitter::emit_tile(const ir::Tile& t) {
           const bool row_is_a = row_op == &a;
           const Reg64& row_ptr = row_is_a ? rsi : rdi;
           const Reg64& vec_ptr = row_is_a ? rdi : rsi;
-          const std::int64_t row_disp = u * (row_is_a ? da : db);
-          const std::int64_t vec_disp = u * (row_is_a ? db : da);
+          const std::int64_t row_disp = u * (row_is_a ? cur.da : cur.db);
+          const std::int64_t vec_disp = u * (row_is_a ? cur.db : cur.da);
           const int bcast0 = static_cast<int>(nrg * nvg);
           const int temp = bcast0 + static_cast<int>(nrg);
           for (std::int64_t r = r0; r < r0 + nrg; ++r) {
@@ -286,14 +271,14 @@ void Emitter::emit_tile(const ir::Tile& t) {
           if (any_guard) L(skip);
           return;
         }
-        if (!per_row(a)) load_shared(a, 0, shared_a, u * da, rsi);
-        if (!per_row(b)) load_shared(b, 1, shared_b, u * db, rdi);
+        if (!per_row(a)) load_shared(a, 0, shared_a, u * cur.da, rsi);
+        if (!per_row(b)) load_shared(b, 1, shared_b, u * cur.db, rdi);
         for (std::int64_t r = r0; r < r0 + nrg; ++r) {
           Label skip_row;
           bool row_checked = false;
           for (const ir::Guard& g : t.guards) {
             if (g.expr.numer.coef_of(t.row_var) == 0) continue;
-            emit_guard_check(g, t.row_var, r, inner_var, u * inner_step, skip_row);
+            emit_guard_check(g, t.row_var, r, cur.inner_var, u * cur.inner_step, skip_row);
             row_checked = true;
           }
           // Per-row broadcasts that cannot be memory operands: one temporary per row.
@@ -303,11 +288,11 @@ void Emitter::emit_tile(const ir::Tile& t) {
               per_row(b) && mem_op != 1 && b.shape == ColumnShape::kBroadcast;
           if (a_row_bcast) {
             load_broadcast(ta, a.dtype,
-                           rsi + static_cast<std::int32_t>(r * a.row_coef * a.elem_bytes + u * da));
+                           rsi + static_cast<std::int32_t>(r * a.row_coef * a.elem_bytes + u * cur.da));
           }
           if (b_row_bcast) {
             load_broadcast(tb, b.dtype,
-                           rdi + static_cast<std::int32_t>(r * b.row_coef * b.elem_bytes + u * db));
+                           rdi + static_cast<std::int32_t>(r * b.row_coef * b.elem_bytes + u * cur.db));
           }
           for (std::int64_t v = v0; v < v0 + nvg; ++v) {
             // Each operand: a register, or (at most one) memory operand.
@@ -341,8 +326,8 @@ void Emitter::emit_tile(const ir::Tile& t) {
               return temp;
             };
             std::optional<Address> am, bm;
-            const int ar = operand(a, 0, shared_a, a_row_bcast, ta, rsi, u * da, &am);
-            const int br = operand(b, 1, shared_b, b_row_bcast, tb, rdi, u * db, &bm);
+            const int ar = operand(a, 0, shared_a, a_row_bcast, ta, rsi, u * cur.da, &am);
+            const int br = operand(b, 1, shared_b, b_row_bcast, tb, rdi, u * cur.db, &bm);
             const int accr = acc_reg(r, v);
             if (ar < 0) {
               fma(accr, vreg(br), *am);
@@ -357,74 +342,7 @@ void Emitter::emit_tile(const ir::Tile& t) {
         if (any_guard) L(skip);
       };
 
-      std::function<void(std::size_t)> level = [&](std::size_t i) {
-        if (i == depth) {
-          k_step(0);
-          return;
-        }
-        const ir::ReduceLoop& rl = t.reduce[i];
-        const std::int64_t trip = (rl.end - rl.begin + rl.step - 1) / rl.step;
-        const std::int64_t sa = a.offset.coef_of(rl.var) * rl.step * a.elem_bytes;
-        const std::int64_t sb = b.offset.coef_of(rl.var) * rl.step * b.elem_bytes;
-        const int reg = var_reg_[static_cast<std::size_t>(rl.var)];
-        auto set_var = [&](std::int64_t value) {
-          if (reg >= 0) {
-            mov(Reg64(reg), static_cast<std::uint64_t>(value));
-          } else {
-            mov_imm(slot(rl.var), value);
-          }
-        };
-        auto advance_and_branch = [&](std::int64_t by, std::int64_t end, Label& head) {
-          if (reg >= 0) {
-            add(Reg64(reg), static_cast<std::uint32_t>(by));
-            cmp(Reg64(reg), static_cast<std::uint32_t>(end));
-          } else {
-            add(slot(rl.var), static_cast<std::uint32_t>(by));
-            cmp(slot(rl.var), static_cast<std::uint32_t>(end));
-          }
-          jl(head, T_NEAR);
-        };
-        set_var(rl.begin);
-        if (i + 1 < depth) {
-          if (trip == 1) {
-            level(i + 1);
-            return;
-          }
-          Label head;
-          align(16);
-          L(head);
-          level(i + 1);
-          add_imm(rsi, sa);
-          add_imm(rdi, sb);
-          advance_and_branch(rl.step, rl.begin + trip * rl.step, head);
-          add_imm(rsi, -sa * trip);
-          add_imm(rdi, -sb * trip);
-          return;
-        }
-        // Innermost: unrolled copies fold their offsets into displacements.
-        inner_var = rl.var;
-        inner_step = rl.step;
-        da = sa;
-        db = sb;
-        if (trip <= kFullUnrollTrip) {
-          for (std::int64_t u = 0; u < trip; ++u) k_step(u);
-          return;
-        }
-        const std::int64_t unroll = nrg * nvg <= 8 ? 8 : 4;
-        const std::int64_t main = trip / unroll;
-        Label head;
-        // The hot loop's head on a fetch-block boundary: the padding runs once, before entry.
-        align(32);
-        L(head);
-        for (std::int64_t u = 0; u < unroll; ++u) k_step(u);
-        add_imm(rsi, sa * unroll);
-        add_imm(rdi, sb * unroll);
-        advance_and_branch(rl.step * unroll, rl.begin + main * unroll * rl.step, head);
-        for (std::int64_t u = 0; u < trip - main * unroll; ++u) k_step(u);
-        add_imm(rsi, -sa * unroll * main);
-        add_imm(rdi, -sb * unroll * main);
-      };
-      if (!empty_reduction) level(0);
+      if (!start.empty) emit_reduce_levels(t, a, b, nrg * nvg, &cur, k_step);
 
       for (std::int64_t r = r0; r < r0 + nrg; ++r) {
         for (std::int64_t v = v0; v < v0 + nvg; ++v) {
@@ -433,7 +351,7 @@ void Emitter::emit_tile(const ir::Tile& t) {
       }
     }
   }
-  for (const ir::ReduceLoop& r : t.reduce) var_reg_[static_cast<std::size_t>(r.var)] = -1;
+  release_reduce_counters(t);
   k1_count_ = -1;
 }
 

@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include <xbyak/xbyak.h>
@@ -62,8 +63,36 @@ class Emitter : public Xbyak::CodeGenerator {
   void add_imm(const Xbyak::Reg64& reg, std::int64_t value);
   void mov_imm(const Xbyak::Address& dst, std::int64_t value);
 
-  // ---- tiles (emit_tile.cpp)
+  // ---- tiles (emit_tile.cpp, emit_paired_tile.cpp)
   void emit_tile(const ir::Tile& tile);
+  // A paired bfloat16 tile: one vdpbf16ps per (row, vector) per pair of reduction points.
+  void emit_paired_tile(const ir::Tile& tile);
+
+  // ---- a tile's reduction loops (emit_reduce.cpp)
+  // Where the innermost reduce loop's unrolled copies are: its variable and step, and the a
+  // and b pointer steps in bytes per iteration.
+  struct ReduceCursor {
+    ir::VarId inner_var = -1;
+    std::int64_t inner_step = 0;
+    std::int64_t da = 0;
+    std::int64_t db = 0;
+  };
+  // The a and b offsets (in elements) at the first reduction point, the variables their base
+  // pointers leave out, and whether some reduce loop is empty.
+  struct ReduceStart {
+    std::int64_t a_elems = 0;
+    std::int64_t b_elems = 0;
+    std::vector<ir::VarId> zeroed;
+    bool empty = false;
+  };
+  void bind_reduce_counters(const ir::Tile& t);
+  void release_reduce_counters(const ir::Tile& t);
+  ReduceStart reduce_start(const ir::Tile& t, const AccessInfo& a, const AccessInfo& b) const;
+  // The reduce loops around `k_step(u)` (u: the unrolled copy of the innermost loop), with rsi
+  // and rdi the a and b pointers; `accumulators` sets the unroll depth.
+  void emit_reduce_levels(const ir::Tile& t, const AccessInfo& a, const AccessInfo& b,
+                          std::int64_t accumulators, ReduceCursor* cur,
+                          const std::function<void(std::int64_t)>& k_step);
   // Jumps to `skip` unless `guard` holds with the row variable at `row` (ignored when
   // row_var < 0) and `inner_var` advanced by `inner_offset` over its register or slot.
   void emit_guard_check(const ir::Guard& guard, ir::VarId row_var, std::int64_t row,

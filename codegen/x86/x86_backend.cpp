@@ -159,7 +159,8 @@ class X86Backend final : public Backend {
       if (why_not != nullptr) *why_not = "the x86 backend needs FMA";
       return false;
     }
-    return x86::check_nest(nest, target_.isa == ir::Isa::kAvx512, target_.has_f16c, why_not);
+    return x86::check_nest(nest, target_.isa == ir::Isa::kAvx512, target_.has_f16c,
+                           target_.has_avx512_bf16, why_not);
   }
 
   Expected<std::unique_ptr<CompiledCode>> compile(const ir::LoopNest& nest) const override {

@@ -79,6 +79,8 @@ struct CTile {
   std::vector<CGuard> guards;
   CAccess a, b, c;
   bool accumulate = false;
+  bool paired = false;
+  CAccess a2, b2;
 };
 struct CStore {
   CAccess dst, src;
@@ -188,6 +190,11 @@ class Interpreter {
       c.b = compile(t->b);
       c.c = compile(t->c);
       c.accumulate = t->accumulate;
+      c.paired = t->paired;
+      if (t->paired) {
+        c.a2 = compile(t->a2);
+        c.b2 = compile(t->b2);
+      }
       return CStmt{std::move(c)};
     }
     const auto& st = std::get<Store>(s.node);
@@ -239,7 +246,12 @@ class Interpreter {
       for (const CGuard& g : t.guards) {
         if (!g.holds(vars)) return acc;
       }
-      return acc + load<T>(bufs_[t.a.buffer], t.a.eval(vars)) * load<T>(bufs_[t.b.buffer], t.b.eval(vars));
+      acc += load<T>(bufs_[t.a.buffer], t.a.eval(vars)) * load<T>(bufs_[t.b.buffer], t.b.eval(vars));
+      if (t.paired) {
+        acc += load<T>(bufs_[t.a2.buffer], t.a2.eval(vars)) *
+               load<T>(bufs_[t.b2.buffer], t.b2.eval(vars));
+      }
+      return acc;
     }
     const ReduceLoop& r = t.reduce[level];
     for (std::int64_t k = r.begin; k < r.end; k += r.step) {

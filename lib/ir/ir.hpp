@@ -141,6 +141,11 @@ struct ReduceLoop {
 /// rows > 1, b is independent of row_var (in the elementwise form the operand that moves with
 /// the row is a). Tiles under a loop labelled "interior" with no border-labelled loop ("top",
 /// "bottom", "left", "right", "low", "high") around them have no guards.
+///
+/// A paired tile (`paired`, set by pair_reduction for bfloat16 where the CPU has
+/// `vdpbf16ps`) takes two reduction products per point: acc[r][v] += a*b + a2*b2, a2 and b2
+/// being the second element of each pair. The x86 emitter relies on a2 being the element
+/// after a, and b and b2 interleaved ([..][cols][2]) so one 32-bit lane holds both.
 struct Tile {
   VarId row_var = 0;
   std::int64_t rows = 1;
@@ -152,6 +157,9 @@ struct Tile {
   Access b;
   Access c;
   bool accumulate = false;
+  bool paired = false;
+  Access a2;  // used only when paired
+  Access b2;
 };
 
 /// Elementwise: dst = src (converted to dst's dtype), dst += src if accumulate, or dst = 0

@@ -1,9 +1,10 @@
 // The schedule pipeline. Order matters: the vector dimension first (it reorders the lowered
-// loops), residues next (everything after sees affine indices),
-// then borders (so the interior tiles have no guards), packing, channel blocks (whole
-// pixel sweeps per block of the packed filter), register tiles over the
-// guard-free interior, the filter gradient's cache blocking of its reduction (after tiling, so
-// it sees the border tiles' final ranges), and threads last (they split whatever loops are left).
+// loops), residues next (everything after sees affine indices), then borders (so the interior
+// tiles have no guards), packing, channel blocks (whole pixel sweeps per block of the packed
+// filter), register tiles over the guard-free interior, bfloat16 reduction pairs (they rewrite
+// the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after
+// tiling, so it sees the border tiles' final ranges), and threads last (they split whatever
+// loops are left).
 #include "ir/pipeline.hpp"
 
 #include "ir/lower.hpp"
@@ -22,6 +23,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"deinterleave_multiplier", &deinterleave_multiplier},
       {"channels_last_out_backprop", &channels_last_out_backprop},
       {"register_tile", &register_tile},
+      {"pair_reduction", &pair_reduction},
       {"block_reduction", &block_reduction},
       {"parallelize", &parallelize},
   };

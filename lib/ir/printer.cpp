@@ -76,8 +76,9 @@ class Printer {
       for (const Guard& g : t->guards) {
         out_ += fmt::format("{}  guard {} <= {} < {}\n", pad, g.lo, index(g.expr), g.hi);
       }
-      out_ += fmt::format("{}  {} {} {} * {}\n", pad, access(t->c), t->accumulate ? "+=" : "=",
-                          access(t->a), access(t->b));
+      out_ += fmt::format("{}  {} {} {} * {}{}\n", pad, access(t->c), t->accumulate ? "+=" : "=",
+                          access(t->a), access(t->b),
+                          t->paired ? fmt::format(" + {} * {}", access(t->a2), access(t->b2)) : "");
     } else if (const auto* st = std::get_if<Store>(&s.node)) {
       out_ += fmt::format("{}store {} {} {}\n", pad, access(st->dst), st->accumulate ? "+=" : "=",
                           st->has_src ? access(st->src) : "0");

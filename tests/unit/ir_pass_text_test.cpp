@@ -517,9 +517,60 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "stride_residue_split", "border_peel",
                                          "pack_filter",     "block_channels",
                                          "deinterleave_multiplier", "channels_last_out_backprop",
-                                         "register_tile",   "block_reduction",
+                                         "register_tile",   "pair_reduction",
+                                         "block_reduction",
                                          "parallelize"};
   EXPECT_EQ(seen, want);
+}
+
+// dX of a 1x1x2x3 bfloat16 input, 1x1x3x4 filter, VALID, on a CPU with avx512_bf16: the
+// packed filter's output channels pair up ([o/2][i][2]), the packing copy writes both members
+// of each pair, and the tile takes two output channels (dy's adjacent pair) per point.
+TEST(IrPassText, PairReductionInterleavesOutputChannelPairs) {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.dtype = DType::kBFloat16;
+  p.n = 1;
+  p.ih = p.oh = 1;
+  p.iw = p.ow = 2;
+  p.ic = p.filter_in = 3;
+  p.kh = p.kw = 1;
+  p.oc = 4;
+  Target t = Target::generic(1);
+  t.isa = Isa::kAvx512;
+  t.vector_bytes = 64;
+  t.vector_registers = 32;
+  t.has_avx512_bf16 = true;
+  EXPECT_EQ(print(pair_reduction(pack_filter(lower(p), t), t)), R"(kernel backprop_data bfloat16 NHWC "pack dp2"
+buffer dx X bfloat16 dims [1, 1, 2, 3] strides [6, 6, 3, 1]
+buffer w W bfloat16 dims [1, 1, 3, 4] strides [12, 12, 4, 1]
+buffer dy Y bfloat16 dims [1, 1, 2, 4] strides [8, 8, 4, 1]
+buffer wp scratch bfloat16 dims [1, 1, 2, 3, 2] strides [12, 12, 6, 2, 1]
+for pkh in [0, 1):
+  for pkw in [0, 1):
+    for po in [0, 2):
+      for pi in [0, 3):
+        store wp[pkh, pkw, po, pi, 0] = w[pkh, pkw, pi, 2*po]
+      for pi in [0, 3):
+        store wp[pkh, pkw, po, pi, 1] = w[pkh, pkw, pi, 2*po + 1]
+for n in [0, 1):
+  for ih in [0, 1):
+    for iw in [0, 2):
+      for i in [0, 3):
+        tile r:1 x v:1
+          reduce kh in [0, 1) kw in [0, 1) o in [0, 2)
+          guard 0 <= ih - kh < 1
+          guard 0 <= iw - kw < 2
+          dx[n, ih, iw, i] = dy[n, ih - kh, iw - kw, 2*o] * wp[kh, kw, o, i, 0] + dy[n, ih - kh, iw - kw, 2*o + 1] * wp[kh, kw, o, i, 1]
+)");
+  // Without avx512_bf16, or with an odd channel count, the nest is left as it was.
+  const LoopNest packed = pack_filter(lower(p), t);
+  Target no_bf16 = t;
+  no_bf16.has_avx512_bf16 = false;
+  EXPECT_EQ(print(pair_reduction(packed, no_bf16)), print(packed));
+  p.oc = 3;
+  const LoopNest odd = pack_filter(lower(p), t);
+  EXPECT_EQ(print(pair_reduction(odd, t)), print(odd));
 }
 
 }  // namespace

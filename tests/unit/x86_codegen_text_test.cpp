@@ -77,8 +77,7 @@ ir::Target target_for(ir::Isa isa) {
   return t;
 }
 
-Compiled compile_for(const ConvProblem& p, ir::Isa isa) {
-  const ir::Target target = target_for(isa);
+Compiled compile_for_target(const ConvProblem& p, const ir::Target& target) {
   const ir::LoopNest nest = ir::lower_and_schedule(p, target);
   auto code = make_x86_backend(target)->compile(nest);
   EXPECT_TRUE(code.has_value()) << code.status().to_string();
@@ -87,6 +86,10 @@ Compiled compile_for(const ConvProblem& p, ir::Isa isa) {
   c.code = std::move(*code);
   c.disassembly = disassemble(c.code->code_bytes());
   return c;
+}
+
+Compiled compile_for(const ConvProblem& p, ir::Isa isa) {
+  return compile_for_target(p, target_for(isa));
 }
 
 bool host_has(ir::Isa isa) { return ir::Target::host(isa, 1).isa == isa; }
@@ -140,7 +143,9 @@ LoopStats hottest_loop(const std::vector<Insn>& insns) {
     for (std::size_t i = 0; i <= j; ++i) {
       if (insns[i].addr < target) continue;
       const std::string& t = insns[i].text;
-      if (t.find("vfmadd231p") != std::string::npos) ++s.fmas;
+      if (t.find("vfmadd231p") != std::string::npos || t.find("vdpbf16ps") != std::string::npos) {
+        ++s.fmas;
+      }
       if (is_vector_load(t)) ++s.loads;
       if (t.rfind("cmp", 0) == 0 || t.rfind("test", 0) == 0) ++s.compares;
       if (is_cond_jump(t)) {
@@ -207,6 +212,33 @@ TEST(X86CodegenText, SixteenBitTypesConvertThroughF32) {
   Compiled d = compile_for(problem_of(OpKind::kConv2DBackpropInput, DType::kFloat64, 32), ir::Isa::kAvx512);
   ASSERT_TRUE(d.code);
   EXPECT_NE(d.disassembly.find("vfmadd231pd zmm"), std::string::npos);
+}
+
+// Bfloat16 backprop data where the CPU has avx512_bf16: pairs of output channels go through
+// one vdpbf16ps each, dy's pair riding on it as a {1to16} dword broadcast, and the hot loop
+// converts nothing (no widening shifts, no f32 FMAs).
+TEST(X86CodegenText, Bf16BackpropDataPairsTheReductionWithVdpbf16ps) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  ir::Target t = target_for(ir::Isa::kAvx512);
+  t.has_avx512_bf16 = true;  // generated, not run: the host may lack it
+  Compiled c = compile_for_target(problem_of(OpKind::kConv2DBackpropInput, DType::kBFloat16, 64), t);
+  ASSERT_TRUE(c.code);
+  EXPECT_NE(c.code->name().find("_dp2"), std::string::npos) << c.code->name();
+  EXPECT_TRUE(std::regex_search(
+      c.disassembly,
+      std::regex(R"(vdpbf16ps zmm\d+,zmm\d+,(DWORD BCST \[[^\]]+\]|DWORD PTR \[[^\]]+\]\{1to16\}))")))
+      << c.disassembly.substr(0, 4000);
+  const LoopStats s = hottest_loop(parse(c.disassembly));
+  EXPECT_GE(s.fmas, 8);
+  EXPECT_EQ(s.compares, 1);
+  EXPECT_EQ(s.cond_jumps, 1);
+  // An odd number of output channels has no whole pairs: the widening f32 path, still exact.
+  ConvProblem odd = problem_of(OpKind::kConv2DBackpropInput, DType::kBFloat16, 64);
+  odd.oc = 63;
+  Compiled o = compile_for_target(odd, t);
+  ASSERT_TRUE(o.code);
+  EXPECT_EQ(o.disassembly.find("vdpbf16ps"), std::string::npos);
+  EXPECT_NE(o.disassembly.find("vfmadd231ps zmm"), std::string::npos);
 }
 
 TEST(X86CodegenText, Avx2UsesYmmOnly) {

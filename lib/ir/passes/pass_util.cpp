@@ -48,6 +48,10 @@ void substitute(Tile& tile, VarId var, const Affine& value) {
   subst_access(tile.a, var, value);
   subst_access(tile.b, var, value);
   subst_access(tile.c, var, value);
+  if (tile.paired) {
+    subst_access(tile.a2, var, value);
+    subst_access(tile.b2, var, value);
+  }
   for (Guard& g : tile.guards) g.expr.numer = g.expr.numer.substitute(var, value);
 }
 

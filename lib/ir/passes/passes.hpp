@@ -49,6 +49,10 @@ LoopNest channels_last_out_backprop(LoopNest nest, const Target& target);
 /// sized for the target's vector lanes and registers, with remainder rows and channel tails.
 LoopNest register_tile(LoopNest nest, const Target& target);
 
+/// Bfloat16 backprop data on CPUs with avx512_bf16: re-packs the filter as pairs of output
+/// channels and makes every tile a paired tile (two reduction points per `vdpbf16ps`).
+LoopNest pair_reduction(LoopNest nest, const Target& target);
+
 /// Backprop filter: hoists the batch and blocks of output rows (sized to stay in L2) out of
 /// the tiles' reduction, so every tile of a chunk reuses its x and dy rows from cache; the
 /// tiles then accumulate into dW, which a Store nest zeroes first.

@@ -1,0 +1,124 @@
+// The reduction loops of a tile, shared by the FMA and the paired (vdpbf16ps) tile emitters:
+// counters in registers for the innermost levels (stack slots beyond), the a and b pointers
+// (rsi, rdi) bumped per level, the innermost loop unrolled with its copies folded into
+// displacements.
+#include <array>
+
+#include "codegen/x86/emitter.hpp"
+
+namespace convjit::codegen::x86 {
+
+using namespace Xbyak;  // NOLINT: the mnemonics read as assembly
+
+namespace {
+
+// Reduce-loop counters, innermost first (they get registers before outer levels do).
+constexpr std::array<int, 7> kCounterRegs = {Operand::RBX, Operand::R9,  Operand::R10,
+                                             Operand::R11, Operand::R12, Operand::R13,
+                                             Operand::R14};
+constexpr std::int64_t kFullUnrollTrip = 8;
+
+}  // namespace
+
+void Emitter::bind_reduce_counters(const ir::Tile& t) {
+  const std::size_t depth = t.reduce.size();
+  for (std::size_t i = 0; i < depth; ++i) {
+    const std::size_t from_inner = depth - 1 - i;
+    if (from_inner < kCounterRegs.size()) {
+      var_reg_[static_cast<std::size_t>(t.reduce[i].var)] = kCounterRegs[from_inner];
+    }
+  }
+}
+
+void Emitter::release_reduce_counters(const ir::Tile& t) {
+  for (const ir::ReduceLoop& r : t.reduce) var_reg_[static_cast<std::size_t>(r.var)] = -1;
+}
+
+Emitter::ReduceStart Emitter::reduce_start(const ir::Tile& t, const AccessInfo& a,
+                                           const AccessInfo& b) const {
+  ReduceStart s;
+  s.zeroed = {t.row_var, t.col_var};
+  for (const ir::ReduceLoop& r : t.reduce) {
+    s.empty = s.empty || r.end <= r.begin;
+    s.a_elems += a.offset.coef_of(r.var) * r.begin;
+    s.b_elems += b.offset.coef_of(r.var) * r.begin;
+    s.zeroed.push_back(r.var);
+  }
+  return s;
+}
+
+void Emitter::emit_reduce_levels(const ir::Tile& t, const AccessInfo& a, const AccessInfo& b,
+                                 std::int64_t accumulators, ReduceCursor* cur,
+                                 const std::function<void(std::int64_t)>& k_step) {
+  const std::size_t depth = t.reduce.size();
+  std::function<void(std::size_t)> level = [&](std::size_t i) {
+    if (i == depth) {
+      k_step(0);
+      return;
+    }
+    const ir::ReduceLoop& rl = t.reduce[i];
+    const std::int64_t trip = (rl.end - rl.begin + rl.step - 1) / rl.step;
+    const std::int64_t sa = a.offset.coef_of(rl.var) * rl.step * a.elem_bytes;
+    const std::int64_t sb = b.offset.coef_of(rl.var) * rl.step * b.elem_bytes;
+    const int reg = var_reg_[static_cast<std::size_t>(rl.var)];
+    auto set_var = [&](std::int64_t value) {
+      if (reg >= 0) {
+        mov(Reg64(reg), static_cast<std::uint64_t>(value));
+      } else {
+        mov_imm(slot(rl.var), value);
+      }
+    };
+    auto advance_and_branch = [&](std::int64_t by, std::int64_t end, Label& head) {
+      if (reg >= 0) {
+        add(Reg64(reg), static_cast<std::uint32_t>(by));
+        cmp(Reg64(reg), static_cast<std::uint32_t>(end));
+      } else {
+        add(slot(rl.var), static_cast<std::uint32_t>(by));
+        cmp(slot(rl.var), static_cast<std::uint32_t>(end));
+      }
+      jl(head, T_NEAR);
+    };
+    set_var(rl.begin);
+    if (i + 1 < depth) {
+      if (trip == 1) {
+        level(i + 1);
+        return;
+      }
+      Label head;
+      align(16);
+      L(head);
+      level(i + 1);
+      add_imm(rsi, sa);
+      add_imm(rdi, sb);
+      advance_and_branch(rl.step, rl.begin + trip * rl.step, head);
+      add_imm(rsi, -sa * trip);
+      add_imm(rdi, -sb * trip);
+      return;
+    }
+    // Innermost: unrolled copies fold their offsets into displacements.
+    cur->inner_var = rl.var;
+    cur->inner_step = rl.step;
+    cur->da = sa;
+    cur->db = sb;
+    if (trip <= kFullUnrollTrip) {
+      for (std::int64_t u = 0; u < trip; ++u) k_step(u);
+      return;
+    }
+    const std::int64_t unroll = accumulators <= 8 ? 8 : 4;
+    const std::int64_t main = trip / unroll;
+    Label head;
+    // The hot loop's head on a fetch-block boundary: the padding runs once, before entry.
+    align(32);
+    L(head);
+    for (std::int64_t u = 0; u < unroll; ++u) k_step(u);
+    add_imm(rsi, sa * unroll);
+    add_imm(rdi, sb * unroll);
+    advance_and_branch(rl.step * unroll, rl.begin + main * unroll * rl.step, head);
+    for (std::int64_t u = 0; u < trip - main * unroll; ++u) k_step(u);
+    add_imm(rsi, -sa * unroll * main);
+    add_imm(rdi, -sb * unroll * main);
+  };
+  level(0);
+}
+
+}  // namespace convjit::codegen::x86
