@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "ir/lower.hpp"
+#include "ir/passes/pass_util.hpp"
 #include "ir/passes/passes.hpp"
 #include "ir/pipeline.hpp"
 #include "ir/printer.hpp"
@@ -571,6 +572,33 @@ for n in [0, 1):
   p.oc = 3;
   const LoopNest odd = pack_filter(lower(p), t);
   EXPECT_EQ(print(pair_reduction(odd, t)), print(odd));
+}
+
+// Depthwise tiles take fewer rows when the pixel stride maps rows onto few L1 sets: 512 float
+// channels (2 KiB a pixel) stop at 4 rows, 496 channels keep the model's taller tile.
+TEST(IrPassText, ElementwiseRowsStopWherePixelsShareL1Sets) {
+  auto widest_rows = [](std::int64_t channels) {
+    ConvProblem p;
+    p.direction = ConvDirection::kBackpropData;
+    p.depthwise = true;
+    p.n = 1;
+    p.ih = p.iw = p.oh = p.ow = 14;
+    p.ic = p.oc = p.groups = channels;
+    p.filter_in = 1;
+    p.kh = p.kw = 3;
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+    Target t = Target::generic(1);
+    t.isa = Isa::kAvx512;
+    t.vector_bytes = 64;
+    t.vector_registers = 32;
+    t.has_fma = true;
+    std::int64_t rows = 0;
+    LoopNest nest = register_tile(border_peel(lower(p), t), t);
+    for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) { rows = std::max(rows, tile.rows); });
+    return rows;
+  };
+  EXPECT_EQ(widest_rows(512), 4);
+  EXPECT_GT(widest_rows(496), 4);
 }
 
 }  // namespace
