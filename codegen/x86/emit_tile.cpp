@@ -4,8 +4,6 @@
 // from memory by the FMA where it can be (an embedded {1toN} broadcast on AVX-512, or a full
 // vector); operands shared by all rows are loaded once per reduction point.
 #include <algorithm>
-#include <array>
-#include <functional>
 #include <optional>
 
 #include "codegen/x86/emitter.hpp"
