@@ -3,8 +3,8 @@
 // tiles have no guards), packing, channel blocks (whole pixel sweeps per block of the packed
 // filter), register tiles over the guard-free interior, bfloat16 reduction pairs (they rewrite
 // the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after
-// tiling, so it sees the border tiles' final ranges), and threads last (they split whatever
-// loops are left).
+// tiling, so it sees the border tiles' final ranges), the merging of parts that all this made
+// equal, and threads last (they split whatever loops are left).
 #include "ir/pipeline.hpp"
 
 #include "ir/lower.hpp"
@@ -25,6 +25,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"register_tile", &register_tile},
       {"pair_reduction", &pair_reduction},
       {"block_reduction", &block_reduction},
+      {"merge_equal_parts", &merge_equal_parts},
       {"parallelize", &parallelize},
   };
   return kPasses;

@@ -519,9 +519,61 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "pack_filter",     "block_channels",
                                          "deinterleave_multiplier", "channels_last_out_backprop",
                                          "register_tile",   "pair_reduction",
-                                         "block_reduction",
+                                         "block_reduction", "merge_equal_parts",
                                          "parallelize"};
   EXPECT_EQ(seen, want);
+}
+
+// Three kh parts of a filter gradient's row chunk, as border_peel leaves them (the top and
+// bottom single iterations carry their constant kh, the interior its variable) but reducing
+// over the same rows, become one loop over kh; a fourth part that reduces over other rows stays
+// on its own, and so does a part that does not start where the merged loop ends.
+TEST(IrPassText, MergeEqualPartsJoinsPartsThatAreTheSameCode) {
+  LoopNest nest;
+  nest.problem.direction = ConvDirection::kBackpropFilter;
+  nest.buffers = {Buffer{"x", BufferKind::kX, DType::kFloat32, {1, 6, 1, 1}, {6, 1, 1, 1}},
+                  Buffer{"dw", BufferKind::kW, DType::kFloat32, {5, 1, 1, 1}, {1, 1, 1, 1}},
+                  Buffer{"dy", BufferKind::kY, DType::kFloat32, {1, 6, 1, 1}, {6, 1, 1, 1}}};
+  const VarId kh = nest.new_var("kh"), oh = nest.new_var("oh"), r = nest.new_var("r"),
+              v = nest.new_var("v");
+  const Affine zero = Affine::constant_of(0);
+  auto part = [&](std::int64_t b, std::int64_t e, std::int64_t oh_end, const char* label) {
+    Tile t;
+    t.row_var = r;
+    t.col_var = v;
+    t.reduce = {ReduceLoop{oh, 1, oh_end, 1}};
+    t.accumulate = true;
+    t.a = Access{0, {zero, Affine::var(kh) + Affine::var(oh) - Affine::constant_of(1), zero, zero}};
+    t.b = Access{2, {zero, Affine::var(oh), zero, zero}};
+    t.c = Access{1, {Affine::var(kh), zero, zero, zero}};
+    Loop l;
+    l.var = kh;
+    l.begin = b;
+    l.end = e;
+    l.label = label;
+    l.body.push_back(Stmt{std::move(t)});
+    if (std::string_view(label) != "interior") substitute(l.body, kh, Affine::constant_of(b));
+    return Stmt{std::move(l)};
+  };
+  nest.body = {part(0, 1, 4, "top"), part(1, 2, 4, "interior"), part(2, 3, 4, "bottom"),
+               part(3, 4, 3, "bottom"), part(0, 1, 3, "again")};
+  EXPECT_EQ(print(merge_equal_parts(std::move(nest), Target::generic(1))), R"(kernel backprop_filter float32 NHWC
+buffer x X float32 dims [1, 6, 1, 1] strides [6, 1, 1, 1]
+buffer dw W float32 dims [5, 1, 1, 1] strides [1, 1, 1, 1]
+buffer dy Y float32 dims [1, 6, 1, 1] strides [6, 1, 1, 1]
+for kh in [0, 3) "top..bottom":
+  tile r:1 x v:1
+    reduce oh in [1, 4)
+    dw[kh, 0, 0, 0] += x[0, kh + oh - 1, 0, 0] * dy[0, oh, 0, 0]
+for kh in [3, 4) "bottom":
+  tile r:1 x v:1
+    reduce oh in [1, 3)
+    dw[3, 0, 0, 0] += x[0, oh + 2, 0, 0] * dy[0, oh, 0, 0]
+for kh in [0, 1) "again":
+  tile r:1 x v:1
+    reduce oh in [1, 3)
+    dw[0, 0, 0, 0] += x[0, oh - 1, 0, 0] * dy[0, oh, 0, 0]
+)");
 }
 
 // dX of a 1x1x2x3 bfloat16 input, 1x1x3x4 filter, VALID, on a CPU with avx512_bf16: the

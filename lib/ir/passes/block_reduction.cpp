@@ -198,6 +198,9 @@ class BlockReduction {
       t.reduce.erase(t.reduce.begin());
       t.accumulate = true;
     });
+    // The first and last chunks hold tiles whose taps reach none of their rows (a top filter
+    // row in the top chunk): they would only load and store their dW block.
+    drop_empty_tiles(batch.body);
     const int dw = nest_.buffer_of_kind(BufferKind::kW);
     Stmt zero = loop_nest(nest_, {p.kh, p.kw, p.filter_in, p.oc}, {"zkh", "zkw", "zi", "zo"},
                           [&](const std::vector<Affine>& v) {

@@ -62,4 +62,8 @@ LoopNest block_reduction(LoopNest nest, const Target& target);
 /// spatial reduction into chunks with private partial sums reduced at the end.
 LoopNest parallelize(LoopNest nest, const Target& target);
 
+/// Joins adjacent serial loops over one variable whose bodies are the same code on every
+/// iteration (peeled parts that blocking made alike) into one loop, so it is generated once.
+LoopNest merge_equal_parts(LoopNest nest, const Target& target);
+
 }  // namespace convjit::ir
