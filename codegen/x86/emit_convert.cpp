@@ -11,15 +11,9 @@ namespace convjit::codegen::x86 {
 
 using namespace Xbyak;  // NOLINT: the mnemonics read as assembly
 
-Xmm Emitter::vreg(int idx) const {
-  if (avx512_) return Zmm(idx);
-  return Ymm(idx);
-}
+const Xmm& Emitter::vreg(int idx) const { return vregs_.at(static_cast<std::size_t>(idx)); }
 
-Xmm Emitter::hreg(int idx) const {
-  if (avx512_) return Ymm(idx);
-  return Xmm(idx);
-}
+const Xmm& Emitter::hreg(int idx) const { return hregs_.at(static_cast<std::size_t>(idx)); }
 
 void Emitter::zero_vector(int idx) {
   if (avx512_) {
@@ -58,15 +52,43 @@ void Emitter::copy_element(const RegExp& dst, const RegExp& src, int elem_bytes)
 }
 
 void Emitter::copy_lanes_to_bounce(const VecRef& ref, int elem_bytes) {
+  if (ref.count >= kLaneLoopMin) {
+    copy_lanes_loop(ref, elem_bytes, /*to_bounce=*/true);
+    return;
+  }
   for (int l = 0; l < ref.count; ++l) {
     copy_element(rsp + l * elem_bytes, lane_addr(ref, l, elem_bytes), elem_bytes);
   }
 }
 
 void Emitter::copy_lanes_from_bounce(const VecRef& ref, int elem_bytes) {
+  if (ref.count >= kLaneLoopMin) {
+    copy_lanes_loop(ref, elem_bytes, /*to_bounce=*/false);
+    return;
+  }
   for (int l = 0; l < ref.count; ++l) {
     copy_element(lane_addr(ref, l, elem_bytes), rsp + l * elem_bytes, elem_bytes);
   }
+}
+
+void Emitter::copy_lanes_loop(const VecRef& ref, int elem_bytes, bool to_bounce) {
+  if (ref.base == rax || ref.base == rcx || ref.base == rdx) {
+    throw Xbyak::Error(Xbyak::ERR_BAD_PARAMETER);  // an emitter bug: those are the loop's
+  }
+  lea(rdx, ptr[lane_addr(ref, 0, elem_bytes)]);
+  xor_(ecx, ecx);
+  Label lane;
+  L(lane);
+  const RegExp bounce = rsp + rcx * elem_bytes;
+  if (to_bounce) {
+    copy_element(bounce, rdx, elem_bytes);
+  } else {
+    copy_element(rdx, bounce, elem_bytes);
+  }
+  add(rdx, static_cast<std::uint32_t>(ref.lane_stride * elem_bytes));  // lane_addr's int32 too
+  inc(ecx);
+  cmp(ecx, ref.count);
+  jb(lane);
 }
 
 void Emitter::load_vector(int dst, DType dtype, const VecRef& ref) {

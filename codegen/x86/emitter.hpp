@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstddef>
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -104,8 +105,8 @@ class Emitter : public Xbyak::CodeGenerator {
 
   // ---- dtype conversions (emit_convert.cpp). Vector registers hold the accumulator type
   // (f32, or f64 for float64 data).
-  Xbyak::Xmm vreg(int idx) const;  // zmm or ymm
-  Xbyak::Xmm hreg(int idx) const;  // the half-width register of the same index
+  const Xbyak::Xmm& vreg(int idx) const;  // zmm or ymm
+  const Xbyak::Xmm& hreg(int idx) const;  // the half-width register of the same index
   int lanes(DType acc) const { return target_.vector_bytes / dtype_size(acc); }
   void set_mask(int count);  // k1 = low `count` lanes (AVX-512)
   void zero_vector(int idx);  // vpxord on AVX-512 (vxorps zmm would need AVX512DQ)
@@ -123,6 +124,11 @@ class Emitter : public Xbyak::CodeGenerator {
   int round_to_bf16(int src, int t1, int t2);
   void copy_lanes_to_bounce(const VecRef& ref, int elem_bytes);
   void copy_lanes_from_bounce(const VecRef& ref, int elem_bytes);
+  // From this many lanes the copies run as a loop (rcx counts, rdx walks the strided side):
+  // unrolled, a strided store of 16 lanes is 32 instructions, which made the stores half the
+  // code of a W-vector tile and most of its compile time, and ran no faster than the loop.
+  static constexpr int kLaneLoopMin = 8;
+  void copy_lanes_loop(const VecRef& ref, int elem_bytes, bool to_bounce);
   static Xbyak::RegExp lane_addr(const VecRef& ref, std::int64_t lane, int elem_bytes);
   void copy_element(const Xbyak::RegExp& dst, const Xbyak::RegExp& src, int elem_bytes);
   // Scalar element <-> xmm(idx) in f32 (or f64 when `wide`). Clobbers rax, rcx; `addr` must
@@ -139,6 +145,10 @@ class Emitter : public Xbyak::CodeGenerator {
   int k1_count_ = -1;  // lanes k1 currently holds, as known at the current emission point
   // Register holding each variable inside a tile (reduce counters), or none: its slot.
   std::vector<int> var_reg_;
+  // vreg() and hreg() by index, made once: an Xbyak register built per instruction (bit
+  // fields written one by one, then read whole) was a tenth of the code generation time.
+  static constexpr int kVectorRegisters = 32;
+  std::array<Xbyak::Xmm, kVectorRegisters> vregs_, hregs_;
   Xbyak::Label const_one_, const_round_, const_quiet_, const_hi16_;
 };
 

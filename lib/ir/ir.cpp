@@ -8,9 +8,8 @@ namespace convjit::ir {
 namespace {
 
 // Merges two sorted term lists, scaling the second by `k`, dropping zero coefficients.
-std::vector<Term> merge_terms(const std::vector<Term>& x, const std::vector<Term>& y, std::int64_t k) {
-  std::vector<Term> out;
-  out.reserve(x.size() + y.size());
+TermList merge_terms(const TermList& x, const TermList& y, std::int64_t k) {
+  TermList out;
   std::size_t i = 0, j = 0;
   while (i < x.size() || j < y.size()) {
     if (j == y.size() || (i < x.size() && x[i].var < y[j].var)) {

@@ -10,21 +10,13 @@
 
 #include "convjit/types.hpp"
 #include "frontend/problem.hpp"
+#include "ir/term_list.hpp"
 
 namespace convjit::ir {
 
-/// Index of a loop variable in LoopNest::var_names.
-using VarId = int;
-
-struct Term {
-  VarId var = 0;
-  std::int64_t coef = 0;
-  friend bool operator==(const Term&, const Term&) = default;
-};
-
 /// sum(coef_i * var_i) + constant. Terms are kept sorted by var with no zero coefficients.
 struct Affine {
-  std::vector<Term> terms;
+  TermList terms;
   std::int64_t constant = 0;
 
   static Affine constant_of(std::int64_t c) { return Affine{{}, c}; }

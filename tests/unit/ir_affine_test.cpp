@@ -54,6 +54,44 @@ TEST(IrAffine, FlattenAccessUsesStridesAndRefusesDivisors) {
   EXPECT_EQ(print(Affine::constant_of(0), nest), "0");
 }
 
+// Terms past the inline capacity move to the heap and come back inline when erased below it;
+// copies and moves keep every term in both storages, and an Affine over more variables than
+// fit inline still adds and substitutes exactly.
+TEST(IrAffine, TermListKeepsTermsInlineAndOnTheHeap) {
+  const std::size_t many = TermList::kInline + 3;
+  TermList list;
+  for (std::size_t i = 0; i < many; ++i) list.push_back({static_cast<VarId>(i), static_cast<std::int64_t>(i) + 1});
+  ASSERT_EQ(list.size(), many);
+  for (std::size_t i = 0; i < many; ++i) EXPECT_EQ(list[i], (Term{static_cast<VarId>(i), static_cast<std::int64_t>(i) + 1}));
+  TermList copy = list;
+  TermList moved = std::move(copy);
+  EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): moved-from is cleared
+  EXPECT_EQ(moved, list);
+  // Erase all but two: back inline, the survivors in order.
+  Term* rest = list.erase(list.begin() + 1, list.end() - 1);
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(rest, list.begin() + 1);
+  EXPECT_EQ(list[0], (Term{0, 1}));
+  EXPECT_EQ(list[1], (Term{static_cast<VarId>(many - 1), static_cast<std::int64_t>(many)}));
+  TermList small = {{3, 4}, {5, 6}};
+  small = moved;
+  EXPECT_EQ(small.size(), many);
+  moved = TermList{{7, 8}};
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_EQ(moved[0], (Term{7, 8}));
+
+  Affine wide;
+  for (std::size_t i = 0; i < many; ++i) wide = wide + Affine::var(static_cast<VarId>(i), 2);
+  const Affine sum = wide + Affine::var(0, -2) + 5;
+  EXPECT_EQ(sum.terms.size(), many - 1);
+  EXPECT_EQ(sum.coef_of(0), 0);
+  EXPECT_EQ(sum.constant, 5);
+  const Affine sub = wide.substitute(static_cast<VarId>(many - 1), Affine::var(0, 3) + 1);
+  EXPECT_EQ(sub.terms.size(), many - 1);
+  EXPECT_EQ(sub.coef_of(0), 8);  // 2 + 2*3
+  EXPECT_EQ(sub.constant, 2);
+}
+
 TEST(IrAffine, AccumulatorAndTargets) {
   EXPECT_EQ(accumulator_dtype(DType::kFloat64), DType::kFloat64);
   EXPECT_EQ(accumulator_dtype(DType::kHalf), DType::kFloat32);

@@ -120,11 +120,11 @@ void columns_outside_rows(std::vector<Stmt>& body) {
     }
     std::vector<Stmt> out;
     for (std::size_t k = 0; k < first.body.size(); ++k) {
-      Loop col = std::get<Loop>(first.body[k].node);
-      col.body.clear();
+      Loop col = loop_header(std::get<Loop>(first.body[k].node));
       for (const Stmt& s : body) {
-        Loop row = std::get<Loop>(s.node);
-        row.body = std::get<Loop>(row.body[k].node).body;
+        const Loop& row_part = std::get<Loop>(s.node);
+        Loop row = loop_header(row_part);
+        row.body = std::get<Loop>(row_part.body[k].node).body;
         col.body.push_back(Stmt{std::move(row)});
       }
       out.push_back(Stmt{std::move(col)});

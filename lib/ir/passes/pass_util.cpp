@@ -144,6 +144,17 @@ void prune_guards(Tile& tile, const VarRanges& outer) {
   if (!tile_ranges(tile, &check)) tile.guards.clear();
 }
 
+Loop loop_header(const Loop& l) {
+  Loop h;
+  h.var = l.var;
+  h.begin = l.begin;
+  h.end = l.end;
+  h.step = l.step;
+  h.kind = l.kind;
+  h.label = l.label;
+  return h;
+}
+
 void drop_empty_tiles(std::vector<Stmt>& body) {
   std::vector<Stmt> kept;
   for (Stmt& s : body) {

@@ -47,6 +47,10 @@ bool tile_ranges(const Tile& tile, VarRanges* ranges);
 /// else constant) into tighter reduce-loop bounds.
 void prune_guards(Tile& tile, const VarRanges& outer);
 
+/// A copy of `l` with an empty body: copying a whole loop to replace its body copies every
+/// statement under it.
+Loop loop_header(const Loop& l);
+
 /// Appends a token to the schedule summary.
 void add_summary(LoopNest& nest, const std::string& token);
 

@@ -97,7 +97,7 @@ class RegisterTile {
     const std::size_t mark = covered_.size();
     bool rows = false;
     for (const Stmt& s : l.body) {
-      Loop r = l;
+      Loop r = loop_header(l);
       r.body = {s};
       Loop& c = std::get<Loop>(r.body[0].node);
       rows = tile(&r, c, *single_tile(c), &parts, weight) > 1 || rows;
@@ -187,7 +187,7 @@ class RegisterTile {
       if (r == nullptr) {
         out->insert(out->end(), parts.begin(), parts.end());
       } else {
-        Loop copy = *r;
+        Loop copy = loop_header(*r);
         copy.body = std::move(parts);
         out->push_back(Stmt{std::move(copy)});
       }
