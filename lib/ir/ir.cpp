@@ -62,11 +62,28 @@ Affine Affine::operator+(std::int64_t c) const { return Affine{terms, constant +
 Affine Affine::substitute(VarId v, const Affine& replacement) const {
   const std::int64_t c = coef_of(v);
   if (c == 0) return *this;
-  Affine rest = *this;
-  rest.terms.erase(std::remove_if(rest.terms.begin(), rest.terms.end(),
-                                  [v](const Term& t) { return t.var == v; }),
-                   rest.terms.end());
-  return rest + replacement * c;
+  // One merge of the other terms with c * replacement, no intermediate Affines.
+  Affine out;
+  out.constant = constant + c * replacement.constant;
+  const TermList& x = terms;
+  const TermList& y = replacement.terms;
+  std::size_t i = 0, j = 0;
+  while (i < x.size() || j < y.size()) {
+    if (i < x.size() && x[i].var == v) {
+      ++i;
+    } else if (j == y.size() || (i < x.size() && x[i].var < y[j].var)) {
+      out.terms.push_back(x[i++]);
+    } else if (i == x.size() || y[j].var < x[i].var) {
+      if (y[j].coef * c != 0) out.terms.push_back({y[j].var, y[j].coef * c});
+      ++j;
+    } else {
+      const std::int64_t sum = x[i].coef + y[j].coef * c;
+      if (sum != 0) out.terms.push_back({x[i].var, sum});
+      ++i;
+      ++j;
+    }
+  }
+  return out;
 }
 
 std::int64_t Buffer::elements() const {

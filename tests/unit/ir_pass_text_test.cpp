@@ -524,16 +524,17 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
   EXPECT_EQ(seen, want);
 }
 
-// Three kh parts of a filter gradient's row chunk, as border_peel leaves them (the top and
+// Four kh parts of a filter gradient's row chunk, as border_peel leaves them (the top and
 // bottom single iterations carry their constant kh, the interior its variable) but reducing
-// over the same rows, become one loop over kh; a fourth part that reduces over other rows stays
-// on its own, and so does a part that does not start where the merged loop ends.
+// over the same rows, become one loop over kh (the two top rows join once the interior has
+// given them a variable); a part that reduces over other rows stays on its own, and so does a
+// part that does not start where the merged loop ends.
 TEST(IrPassText, MergeEqualPartsJoinsPartsThatAreTheSameCode) {
   LoopNest nest;
   nest.problem.direction = ConvDirection::kBackpropFilter;
-  nest.buffers = {Buffer{"x", BufferKind::kX, DType::kFloat32, {1, 6, 1, 1}, {6, 1, 1, 1}},
+  nest.buffers = {Buffer{"x", BufferKind::kX, DType::kFloat32, {1, 8, 1, 1}, {8, 1, 1, 1}},
                   Buffer{"dw", BufferKind::kW, DType::kFloat32, {5, 1, 1, 1}, {1, 1, 1, 1}},
-                  Buffer{"dy", BufferKind::kY, DType::kFloat32, {1, 6, 1, 1}, {6, 1, 1, 1}}};
+                  Buffer{"dy", BufferKind::kY, DType::kFloat32, {1, 8, 1, 1}, {8, 1, 1, 1}}};
   const VarId kh = nest.new_var("kh"), oh = nest.new_var("oh"), r = nest.new_var("r"),
               v = nest.new_var("v");
   const Affine zero = Affine::constant_of(0);
@@ -555,20 +556,20 @@ TEST(IrPassText, MergeEqualPartsJoinsPartsThatAreTheSameCode) {
     if (std::string_view(label) != "interior") substitute(l.body, kh, Affine::constant_of(b));
     return Stmt{std::move(l)};
   };
-  nest.body = {part(0, 1, 4, "top"), part(1, 2, 4, "interior"), part(2, 3, 4, "bottom"),
-               part(3, 4, 3, "bottom"), part(0, 1, 3, "again")};
+  nest.body = {part(0, 1, 4, "top"),    part(1, 2, 4, "top"),    part(2, 3, 4, "interior"),
+               part(3, 4, 4, "bottom"), part(4, 5, 3, "bottom"), part(0, 1, 3, "again")};
   EXPECT_EQ(print(merge_equal_parts(std::move(nest), Target::generic(1))), R"(kernel backprop_filter float32 NHWC
-buffer x X float32 dims [1, 6, 1, 1] strides [6, 1, 1, 1]
+buffer x X float32 dims [1, 8, 1, 1] strides [8, 1, 1, 1]
 buffer dw W float32 dims [5, 1, 1, 1] strides [1, 1, 1, 1]
-buffer dy Y float32 dims [1, 6, 1, 1] strides [6, 1, 1, 1]
-for kh in [0, 3) "top..bottom":
+buffer dy Y float32 dims [1, 8, 1, 1] strides [8, 1, 1, 1]
+for kh in [0, 4) "top..bottom":
   tile r:1 x v:1
     reduce oh in [1, 4)
     dw[kh, 0, 0, 0] += x[0, kh + oh - 1, 0, 0] * dy[0, oh, 0, 0]
-for kh in [3, 4) "bottom":
+for kh in [4, 5) "bottom":
   tile r:1 x v:1
     reduce oh in [1, 3)
-    dw[3, 0, 0, 0] += x[0, oh + 2, 0, 0] * dy[0, oh, 0, 0]
+    dw[4, 0, 0, 0] += x[0, oh + 3, 0, 0] * dy[0, oh, 0, 0]
 for kh in [0, 1) "again":
   tile r:1 x v:1
     reduce oh in [1, 3)

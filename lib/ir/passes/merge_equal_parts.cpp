@@ -111,31 +111,32 @@ std::string merged_label(const std::string& first, const std::string& last) {
   return fmt::format("{}..{}", first.substr(0, dots), last);
 }
 
+// Joins `second` into `first` when one of their bodies gives both their code.
+bool try_merge(Loop& first, Loop& second) {
+  if (!mergeable(first, second)) return false;
+  if (gives_part(second.body, first) && gives_part(second.body, second)) {
+    first.body = std::move(second.body);
+  } else if (!(gives_part(first.body, first) && gives_part(first.body, second))) {
+    return false;
+  }
+  first.end = second.end;
+  first.label = merged_label(first.label, second.label);
+  return true;
+}
+
 void merge(std::vector<Stmt>& body) {
   std::vector<Stmt> out;
   for (Stmt& s : body) {
-    auto* loop = std::get_if<Loop>(&s.node);
-    if (loop == nullptr) {
-      out.push_back(std::move(s));
-      continue;
-    }
-    merge(loop->body);
-    Loop* prev = out.empty() ? nullptr : std::get_if<Loop>(&out.back().node);
-    if (prev != nullptr && mergeable(*prev, *loop)) {
-      const std::vector<Stmt>* common = nullptr;
-      if (gives_part(loop->body, *prev) && gives_part(loop->body, *loop)) {
-        common = &loop->body;
-      } else if (gives_part(prev->body, *prev) && gives_part(prev->body, *loop)) {
-        common = &prev->body;
-      }
-      if (common != nullptr) {
-        if (common != &prev->body) prev->body = std::move(loop->body);
-        prev->end = loop->end;
-        prev->label = merged_label(prev->label, loop->label);
-        continue;
-      }
-    }
+    if (auto* loop = std::get_if<Loop>(&s.node)) merge(loop->body);
     out.push_back(std::move(s));
+    // Constant parts before the first one that keeps its variable (top rows 0 and 1, then
+    // the interior) can only join once that one has: merge backwards as far as it goes.
+    while (out.size() >= 2) {
+      auto* first = std::get_if<Loop>(&out[out.size() - 2].node);
+      auto* second = std::get_if<Loop>(&out.back().node);
+      if (first == nullptr || second == nullptr || !try_merge(*first, *second)) break;
+      out.pop_back();
+    }
   }
   body = std::move(out);
 }

@@ -27,8 +27,14 @@ std::optional<Interval> interval_of(const Affine& e, const VarRanges& ranges) {
 
 namespace {
 
+// In place, and only where `var` occurs: substitution runs over every index of every tile,
+// most of which do not mention the variable.
+void subst_affine(Affine& e, VarId var, const Affine& value) {
+  if (e.coef_of(var) != 0) e = e.substitute(var, value);
+}
+
 void subst_access(Access& a, VarId var, const Affine& value) {
-  for (IndexExpr& e : a.index) e.numer = e.numer.substitute(var, value);
+  for (IndexExpr& e : a.index) subst_affine(e.numer, var, value);
 }
 
 void simplify(IndexExpr& e) {
@@ -52,7 +58,7 @@ void substitute(Tile& tile, VarId var, const Affine& value) {
     subst_access(tile.a2, var, value);
     subst_access(tile.b2, var, value);
   }
-  for (Guard& g : tile.guards) g.expr.numer = g.expr.numer.substitute(var, value);
+  for (Guard& g : tile.guards) subst_affine(g.expr.numer, var, value);
 }
 
 void substitute(std::vector<Stmt>& body, VarId var, const Affine& value) {
