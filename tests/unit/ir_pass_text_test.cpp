@@ -461,6 +461,13 @@ for kh in [0, 1):
           guard 0 <= kw + ow < 3
           dw[kh, kw, i, o] = x[n, kh + oh, kw + ow, i] * dyc[n, oh, ow, o]
 )");
+  // Fewer output channels than lanes still fill a masked vector; one channel stays scalar.
+  ConvProblem few = nchw_backprop_filter();
+  few.oc = 3;
+  EXPECT_EQ(channels_last_out_backprop(lower(few), t).schedule_summary, "dyc");
+  ConvProblem one = nchw_backprop_filter();
+  one.oc = 1;
+  EXPECT_EQ(channels_last_out_backprop(lower(one), t).schedule_summary, "");
 }
 
 // dX of a 1x8x2x2 NCHW input, 1x2x8x8 filter, VALID: 8 channels each way fill AVX2 vectors.
@@ -507,6 +514,13 @@ for fn in [0, 1):
       for fiw in [0, 2):
         store dx[fn, fih, fiw, fi] = dxc[fn, fih, fiw, fi]
 )");
+  // A 1x1 filter at stride 1 keeps its NCHW nest: no window to outgrow L1, no copies.
+  ConvProblem pointwise = nchw_backprop_data();
+  pointwise.kw = 1;
+  pointwise.ow = 2;
+  const LoopNest kept = channels_last_backprop_data(lower(pointwise), t);
+  EXPECT_EQ(kept.problem.format, DataFormat::kNCHW);
+  EXPECT_EQ(print(kept), print(lower(pointwise)));
 }
 
 TEST(IrPassText, PipelineReportsEveryPassInOrder) {

@@ -8,6 +8,7 @@
 //   NHWC tiles write dxc[n][ih][iw][ic]
 //   dx = dxc                           (once per call, after them)
 //
+// (Not for a 1x1 filter at stride 1, whose W-vector tiles need no such window: see below.)
 // The nest is rebuilt from the NHWC lowering of the same problem, with its X and Y buffers
 // turned into those scratches; the passes after this one see an NHWC problem. The scratches
 // are as large as the activations, which is what the NCHW layout costs here (TensorFlow's own
@@ -27,6 +28,11 @@ LoopNest channels_last_backprop_data(LoopNest nest, const Target& target) {
       p.oc < lanes || p.is_empty()) {
     return nest;
   }
+  // A 1x1 filter at stride 1 is one matrix product per image over contiguous H*W positions:
+  // each output channel's dy window is a single vector, the W-vector tiles stay in L1 and run
+  // at the NHWC speed, and the two copies would only add (8x256x56x56 from 64 channels, two
+  // threads: 21.9 ms with the copies, 12.6 without, NHWC 11.8).
+  if (p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1) return nest;
   ConvProblem channels_last = p;
   channels_last.format = DataFormat::kNHWC;
   LoopNest out = lower(channels_last);
