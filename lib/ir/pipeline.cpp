@@ -4,7 +4,8 @@
 // filter), register tiles over the guard-free interior, bfloat16 reduction pairs (they rewrite
 // the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after
 // tiling, so it sees the border tiles' final ranges), the merging of parts that all this made
-// equal, and threads last (they split whatever loops are left).
+// equal, per-thread operand copies (one chunk of images per thread), and threads last (they
+// split whatever loops are left).
 #include "ir/pipeline.hpp"
 
 #include "ir/lower.hpp"
@@ -26,6 +27,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"pair_reduction", &pair_reduction},
       {"block_reduction", &block_reduction},
       {"merge_equal_parts", &merge_equal_parts},
+      {"privatize_batch_copies", &privatize_batch_copies},
       {"parallelize", &parallelize},
   };
   return kPasses;

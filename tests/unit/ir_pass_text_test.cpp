@@ -523,6 +523,56 @@ for fn in [0, 1):
   EXPECT_EQ(print(kept), print(lower(pointwise)));
 }
 
+// The NCHW input gradient's channels-last copies of a batch of 3 on one thread: each image is
+// copied in, computed and copied out before the next, so both scratches hold one image.
+TEST(IrPassText, PrivatizeBatchCopiesWalksImagesThroughOneSlotPerThread) {
+  const Target t = avx2_target(1 << 20);
+  ConvProblem p = nchw_backprop_data();
+  p.n = 3;
+  EXPECT_EQ(print(privatize_batch_copies(channels_last_backprop_data(lower(p), t), t)), R"(kernel backprop_data float32 NHWC "tonhwc priv=x1"
+buffer dxc scratch float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer w W float32 dims [1, 2, 8, 8] strides [128, 64, 8, 1]
+buffer dyc scratch float32 dims [1, 2, 1, 8] strides [16, 8, 8, 1]
+buffer dx X float32 dims [3, 2, 2, 8] strides [32, 2, 1, 4]
+buffer dy Y float32 dims [3, 2, 1, 8] strides [16, 1, 1, 2]
+for chunk in [0, 1) "image chunks":
+  for nb in [0, 3) "images":
+    for coh in [0, 2):
+      for cow in [0, 1):
+        for co in [0, 8):
+          store dyc[chunk, coh, cow, co] = dy[3*chunk + nb, coh, cow, co]
+    for ih in [0, 2):
+      for iw in [0, 2):
+        for i in [0, 8):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 8)
+            guard 0 <= ih - kh < 2
+            guard 0 <= iw - kw < 1
+            dxc[chunk, ih, iw, i] = dyc[chunk, ih - kh, iw - kw, o] * w[kh, kw, i, o]
+    for fih in [0, 2):
+      for fi in [0, 8):
+        for fiw in [0, 2):
+          store dx[3*chunk + nb, fih, fiw, fi] = dxc[chunk, fih, fiw, fi]
+)");
+  // Two threads and five images: two per thread through slots [0, 2), the fifth after them.
+  p.ih = p.iw = p.oh = 64;
+  p.ow = 63;
+  p.n = 5;
+  Target two = t;
+  two.num_threads = 2;
+  const LoopNest split = privatize_batch_copies(channels_last_backprop_data(lower(p), two), two);
+  EXPECT_EQ(split.schedule_summary, "tonhwc priv=x2");
+  for (const char* name : {"dxc", "dyc"}) {
+    for (const Buffer& b : split.buffers) {
+      if (b.name == name) EXPECT_EQ(b.dims.front(), 2) << name;
+    }
+  }
+  ASSERT_EQ(split.body.size(), 2u);
+  EXPECT_EQ(std::get<Loop>(split.body[0].node).label, "image chunks");
+  EXPECT_EQ(std::get<Loop>(split.body[1].node).label, "images left");
+  EXPECT_EQ(std::get<Loop>(split.body[1].node).trip_count(), 1);
+}
+
 TEST(IrPassText, PipelineReportsEveryPassInOrder) {
   std::vector<std::string> seen;
   lower_and_schedule(strided_backprop_data(), Target::generic(1),
@@ -534,7 +584,7 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "deinterleave_multiplier", "channels_last_out_backprop",
                                          "register_tile",   "pair_reduction",
                                          "block_reduction", "merge_equal_parts",
-                                         "parallelize"};
+                                         "privatize_batch_copies", "parallelize"};
   EXPECT_EQ(seen, want);
 }
 

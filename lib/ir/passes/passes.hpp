@@ -58,6 +58,11 @@ LoopNest pair_reduction(LoopNest nest, const Target& target);
 /// tiles then accumulate into dW, which a Store nest zeroes first.
 LoopNest block_reduction(LoopNest nest, const Target& target);
 
+/// Backprop data whose tiles run on per-call copies of an operand (a transposed dy, NCHW's
+/// channels-last dy and dx): the batch walks images in one chunk per thread, copying each
+/// image into the thread's slot, so those scratches hold one image per thread.
+LoopNest privatize_batch_copies(LoopNest nest, const Target& target);
+
 /// Marks the outermost independent loops parallel; for backprop filter, first splits the
 /// spatial reduction into chunks with private partial sums reduced at the end.
 LoopNest parallelize(LoopNest nest, const Target& target);

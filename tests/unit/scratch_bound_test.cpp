@@ -1,0 +1,106 @@
+// Scratch memory of compiled kernels: packed filters, per-chunk partial sums and per-thread
+// operand copies stay within a bound set by the filter, one image and the thread count, never
+// by the batch. Each case has a batch of 16 so that a batch-sized copy would exceed the bound,
+// runs once, and matches the naive reference.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "convjit/convjit.hpp"
+#include "frontend/validate.hpp"
+#include "support/test_tensors.hpp"
+
+namespace convjit {
+namespace {
+
+using convjit::testing::TestTensor;
+
+struct ScratchCase {
+  std::string name;
+  OpDescriptor desc;
+};
+
+OpDescriptor desc_of(OpKind op, DataFormat format, std::vector<std::int64_t> input,
+                     std::vector<std::int64_t> filter, std::int64_t stride, Padding padding) {
+  OpDescriptor d;
+  d.op = op;
+  d.data_format = format;
+  d.input = std::move(input);
+  d.filter = std::move(filter);
+  d.strides = format == DataFormat::kNHWC ? std::vector<std::int64_t>{1, stride, stride, 1}
+                                          : std::vector<std::int64_t>{1, 1, stride, stride};
+  d.padding = padding;
+  // out_backprop: SAME or VALID output sizes, in the data format's order.
+  const bool cl = format == DataFormat::kNHWC;
+  const std::int64_t h = d.input[cl ? 1 : 2], w = d.input[cl ? 2 : 3];
+  const std::int64_t oh = padding == Padding::kSame ? (h + stride - 1) / stride
+                                                    : (h - d.filter[0] + stride) / stride;
+  const std::int64_t ow = padding == Padding::kSame ? (w + stride - 1) / stride
+                                                    : (w - d.filter[1] + stride) / stride;
+  const std::int64_t oc = op == OpKind::kDepthwiseConv2dNativeBackpropInput ? d.filter[2] * d.filter[3]
+                                                                            : d.filter[3];
+  d.out_backprop = cl ? std::vector<std::int64_t>{d.input[0], oh, ow, oc}
+                      : std::vector<std::int64_t>{d.input[0], oc, oh, ow};
+  return d;
+}
+
+std::vector<ScratchCase> scratch_cases() {
+  using enum OpKind;
+  const DataFormat nhwc = DataFormat::kNHWC, nchw = DataFormat::kNCHW;
+  return {
+      // Three input channels: W positions as vectors over a transposed copy of dy.
+      {"stem_input_gradient", desc_of(kConv2DBackpropInput, nhwc, {16, 24, 24, 3}, {7, 7, 3, 16}, 2, Padding::kSame)},
+      // NCHW input gradient: channels-last copies of dy and dx around the NHWC schedule.
+      {"nchw_input_gradient", desc_of(kConv2DBackpropInput, nchw, {16, 16, 10, 10}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      {"nhwc_input_gradient", desc_of(kConv2DBackpropInput, nhwc, {16, 10, 10, 16}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      // Filter gradients: per-chunk partial sums.
+      {"nhwc_filter_gradient", desc_of(kConv2DBackpropFilter, nhwc, {16, 12, 12, 16}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      {"depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nhwc, {16, 12, 12, 8}, {3, 3, 8, 2}, 1, Padding::kSame)},
+  };
+}
+
+class ScratchBound : public ::testing::TestWithParam<std::tuple<ScratchCase, int>> {};
+
+TEST_P(ScratchBound, StaysWithinFilterAndOneImagePerThread) {
+  const auto& [c, threads] = GetParam();
+  SCOPED_TRACE(c.name);
+  Expected<ConvProblem> problem = validate(c.desc);
+  ASSERT_TRUE(problem.has_value()) << problem.status().to_string();
+  CompileOptions options;
+  options.num_threads = threads;
+  options.always_compile = true;
+  const Kernel kernel = compile(c.desc, options);
+
+  // Per thread: two copies of the filter (packed, or partial sums) and two images (a copy in
+  // and a copy out), in the widest accumulator type.
+  const ConvProblem& p = problem.value();
+  const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
+  const std::int64_t image = std::max(p.ih * p.iw * p.ic, p.oh * p.ow * p.oc);
+  const auto bound = static_cast<std::size_t>(threads * 2 * (filter + image) * 8);
+  EXPECT_LE(kernel.scratch_bytes(), bound)
+      << kernel.name() << ": " << kernel.scratch_bytes() << " bytes of scratch, batch " << p.n;
+
+  std::vector<TestTensor> operands;
+  for (int i = 0; i < 2; ++i) {
+    operands.push_back(testing::random_tensor(DType::kFloat32, kernel.operand_shape(i), 7 + i));
+  }
+  TestTensor got(DType::kFloat32, kernel.operand_shape(2));
+  TestTensor want(DType::kFloat32, kernel.operand_shape(2));
+  kernel.run(operands[0].view(), operands[1].view(), got.view());
+  run_reference(c.desc, operands[0].view(), operands[1].view(), want.view());
+  EXPECT_TRUE(testing::all_close(got.view(), want.view(),
+                                 testing::tolerance(DType::kFloat32, testing::reduction_length(p))))
+      << kernel.name();
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, ScratchBound,
+                         ::testing::Combine(::testing::ValuesIn(scratch_cases()), ::testing::Values(1, 2, 3)),
+                         [](const ::testing::TestParamInfo<ScratchBound::ParamType>& info) {
+                           return std::get<0>(info.param).name + "_threads" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+}  // namespace
+}  // namespace convjit
