@@ -470,6 +470,41 @@ for kh in [0, 1):
   EXPECT_EQ(channels_last_out_backprop(lower(one), t).schedule_summary, "");
 }
 
+// The NCHW filter gradient of 2 images on one thread: dy's channels-last copy moves into the
+// batch loop, one image at a time into the single slot its tiles then read.
+TEST(IrPassText, PrivatizeFilterGradientCopyMovesTheCopyIntoTheBatch) {
+  const Target t = avx2_target(1 << 20);
+  ConvProblem p = nchw_backprop_filter();
+  p.n = 2;
+  const LoopNest blocked = block_reduction(register_tile(channels_last_out_backprop(lower(p), t), t), t);
+  EXPECT_EQ(print(privatize_filter_gradient_copy(parallelize(blocked, t), t)), R"(kernel backprop_filter float32 NCHW "dyc r2x8 blk=n priv=x1"
+buffer x X float32 dims [2, 3, 3, 2] strides [18, 3, 1, 9]
+buffer dw W float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer dy Y float32 dims [2, 3, 2, 8] strides [48, 2, 1, 6]
+buffer dyc scratch float32 dims [1, 3, 2, 8] strides [48, 16, 8, 1]
+for zkh in [0, 1):
+  for zkw in [0, 2):
+    for zi in [0, 2):
+      for zo in [0, 8):
+        store dw[zkh, zkw, zi, zo] = 0
+for nb in [0, 2) "batch":
+  for coh in [0, 3):
+    for cow in [0, 2):
+      for co in [0, 8):
+        store dyc[0, coh, cow, co] = dy[nb, coh, cow, co]
+  for ob in [0, 1) "row chunks":
+    for kh in [0, 1):
+      for kw in [0, 2):
+        for o in [0, 8) step 8:
+          for i in [0, 2) step 2:
+            tile r:2 x v:8
+              reduce oh in [0, 3) ow in [0, 2)
+              guard 0 <= kh + oh + 3*ob < 3
+              guard 0 <= kw + ow < 3
+              dw[kh, kw, i + r, o + v] += x[nb, kh + oh + 3*ob, kw + ow, i + r] * dyc[0, oh + 3*ob, ow, o + v]
+)");
+}
+
 // dX of a 1x8x2x2 NCHW input, 1x2x8x8 filter, VALID: 8 channels each way fill AVX2 vectors.
 ConvProblem nchw_backprop_data() {
   ConvProblem p;
@@ -584,7 +619,8 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "deinterleave_multiplier", "channels_last_out_backprop",
                                          "register_tile",   "pair_reduction",
                                          "block_reduction", "merge_equal_parts",
-                                         "privatize_batch_copies", "parallelize"};
+                                         "privatize_batch_copies", "parallelize",
+                                         "privatize_filter_gradient_copy"};
   EXPECT_EQ(seen, want);
 }
 

@@ -1,7 +1,7 @@
 // Scratch memory of compiled kernels: packed filters, per-chunk partial sums and per-thread
 // operand copies stay within a bound set by the filter, one image and the thread count, never
-// by the batch. Each case has a batch of 16 so that a batch-sized copy would exceed the bound,
-// runs once, and matches the naive reference.
+// by the batch. Each case has a batch of 16 or more so that a batch-sized copy would exceed
+// the bound, runs once, and matches the naive reference.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -57,6 +57,9 @@ std::vector<ScratchCase> scratch_cases() {
       {"nhwc_input_gradient", desc_of(kConv2DBackpropInput, nhwc, {16, 10, 10, 16}, {3, 3, 16, 16}, 1, Padding::kSame)},
       // Filter gradients: per-chunk partial sums.
       {"nhwc_filter_gradient", desc_of(kConv2DBackpropFilter, nhwc, {16, 12, 12, 16}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      // NCHW filter gradient: a channels-last copy of dy, per thread when the batch divides
+      // among the threads (18 images for 1, 2 and 3).
+      {"nchw_filter_gradient", desc_of(kConv2DBackpropFilter, nchw, {18, 16, 12, 12}, {3, 3, 16, 16}, 1, Padding::kSame)},
       {"depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nhwc, {16, 12, 12, 8}, {3, 3, 8, 2}, 1, Padding::kSame)},
   };
 }

@@ -328,7 +328,9 @@ bool split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_c
 
 namespace {
 
-LoopNest block_tiles(LoopNest nest, const Target& target) {
+// `per_image`: an operand copy runs before the tiles (NCHW dy made channels-last), which
+// privatize_filter_gradient_copy can make one image at a time only inside a batch loop.
+LoopNest block_tiles(LoopNest nest, const Target& target, bool per_image) {
   const ConvProblem& p = nest.problem;
   const int threads = useful_threads(p, target);
   if (p.direction != ConvDirection::kBackpropFilter || p.is_empty()) return nest;
@@ -346,11 +348,14 @@ LoopNest block_tiles(LoopNest nest, const Target& target) {
     split_rows(nest, vars, threads, rows);
     return nest;
   }
-  // Everything fits already: blocking would only add parts.
-  if (static_cast<double>(p.n) * chunk_bytes(p, p.oh) <= budget) return nest;
+  // Everything fits already: blocking would only add parts. With a per-call operand copy,
+  // whole images are the chunks (the batch loop alone, no constant parts), so the copy can
+  // follow the images; not for half types, which this form would round into dW per image.
+  const bool fits = static_cast<double>(p.n) * chunk_bytes(p, p.oh) <= budget;
+  if (fits && !(per_image && accumulator_dtype(p.dtype) == p.dtype)) return nest;
   ReduceVars vars;
   if (!find_reduce_vars(nest, &vars)) return nest;
-  std::int64_t rows = chunk_rows(nest, target);
+  std::int64_t rows = fits ? p.oh : chunk_rows(nest, target);
   columns_outside_rows(nest.body);
   BlockReduction block(nest, vars, rows);
   block.scan();
@@ -369,7 +374,7 @@ LoopNest block_tiles(LoopNest nest, const Target& target) {
 LoopNest block_reduction(LoopNest nest, const Target& target) {
   // Operand copies that run once per call (channels_last_out_backprop's) stay in front.
   std::vector<Stmt> prologue = take_prologue(nest);
-  nest = block_tiles(std::move(nest), target);
+  nest = block_tiles(std::move(nest), target, !prologue.empty());
   nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
                    std::make_move_iterator(prologue.end()));
   return nest;

@@ -150,6 +150,14 @@ void prune_guards(Tile& tile, const VarRanges& outer) {
   if (!tile_ranges(tile, &check)) tile.guards.clear();
 }
 
+bool has_tile(const std::vector<Stmt>& body) {
+  for (const Stmt& s : body) {
+    if (std::holds_alternative<Tile>(s.node)) return true;
+    if (const auto* l = std::get_if<Loop>(&s.node); l != nullptr && has_tile(l->body)) return true;
+  }
+  return false;
+}
+
 Loop loop_header(const Loop& l) {
   Loop h;
   h.var = l.var;

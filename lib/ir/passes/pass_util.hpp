@@ -51,6 +51,33 @@ void prune_guards(Tile& tile, const VarRanges& outer);
 /// statement under it.
 Loop loop_header(const Loop& l);
 
+/// Whether some Tile lies under the statements.
+bool has_tile(const std::vector<Stmt>& body);
+
+/// Calls fn(access, writes) on every access under the statements (a range of Stmt, const or
+/// not): tile operands (a, b, and a2, b2 when paired) as reads, tile outputs as writes, store
+/// sources as reads and destinations as writes.
+template <typename Body, typename Fn>
+void for_each_access(Body&& body, const Fn& fn) {
+  for (auto& s : body) {
+    if (auto* l = std::get_if<Loop>(&s.node)) {
+      for_each_access(l->body, fn);
+    } else if (auto* t = std::get_if<Tile>(&s.node)) {
+      fn(t->a, false);
+      fn(t->b, false);
+      fn(t->c, true);
+      if (t->paired) {
+        fn(t->a2, false);
+        fn(t->b2, false);
+      }
+    } else {
+      auto& st = std::get<Store>(s.node);
+      fn(st.dst, true);
+      if (st.has_src) fn(st.src, false);
+    }
+  }
+}
+
 /// Appends a token to the schedule summary.
 void add_summary(LoopNest& nest, const std::string& token);
 

@@ -67,6 +67,11 @@ LoopNest privatize_batch_copies(LoopNest nest, const Target& target);
 /// spatial reduction into chunks with private partial sums reduced at the end.
 LoopNest parallelize(LoopNest nest, const Target& target);
 
+/// Backprop filter NCHW after parallelize: dy's channels-last copy moves into the per-chunk
+/// batch loop, one image at a time into its chunk's slot, so the copy holds one image per
+/// thread.
+LoopNest privatize_filter_gradient_copy(LoopNest nest, const Target& target);
+
 /// Joins adjacent serial loops over one variable whose bodies are the same code on every
 /// iteration (peeled parts that blocking made alike) into one loop, so it is generated once.
 LoopNest merge_equal_parts(LoopNest nest, const Target& target);

@@ -29,37 +29,6 @@
 namespace convjit::ir {
 namespace {
 
-// Calls fn on every access under `body` (tile operands and outputs, store sources and
-// destinations), with whether the statement writes it.
-template <typename Body, typename Fn>
-void for_each_access(Body&& body, const Fn& fn) {
-  for (auto& s : body) {
-    if (auto* l = std::get_if<Loop>(&s.node)) {
-      for_each_access(l->body, fn);
-    } else if (auto* t = std::get_if<Tile>(&s.node)) {
-      fn(t->a, false);
-      fn(t->b, false);
-      fn(t->c, true);
-      if (t->paired) {
-        fn(t->a2, false);
-        fn(t->b2, false);
-      }
-    } else {
-      auto& st = std::get<Store>(s.node);
-      fn(st.dst, true);
-      if (st.has_src) fn(st.src, false);
-    }
-  }
-}
-
-bool has_tile(const std::vector<Stmt>& body) {
-  for (const Stmt& s : body) {
-    if (std::holds_alternative<Tile>(s.node)) return true;
-    if (const auto* l = std::get_if<Loop>(&s.node); l != nullptr && has_tile(l->body)) return true;
-  }
-  return false;
-}
-
 class Privatize {
  public:
   Privatize(LoopNest& nest, int threads) : nest_(nest), threads_(threads) {}
