@@ -22,7 +22,8 @@ Emitter::Emitter(const ir::LoopNest& nest, const ir::Target& target, std::size_t
   frame_bytes_ = (end_slot_ + 8 + 63) / 64 * 64;
   var_reg_.assign(nest.var_names.size(), -1);
   for (int i = 0; i < kVectorRegisters; ++i) {
-    vregs_[static_cast<std::size_t>(i)] = avx512_ ? Xbyak::Xmm(Xbyak::Zmm(i)) : Xbyak::Xmm(Xbyak::Ymm(i));
+    vregs_[static_cast<std::size_t>(i)] =
+        avx512_ ? Xbyak::Xmm(Xbyak::Zmm(i)) : Xbyak::Xmm(Xbyak::Ymm(i));
     hregs_[static_cast<std::size_t>(i)] = avx512_ ? Xbyak::Xmm(Xbyak::Ymm(i)) : Xbyak::Xmm(i);
   }
 }

@@ -13,8 +13,8 @@
 // per loop variable, then a slot for a parallel loop's end value.
 #pragma once
 
-#include <cstddef>
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <vector>

@@ -6,14 +6,14 @@
 //
 //   convjit_compile_bench [--isa avx512|avx2] [--threads 1,2] [--dtypes f32,bf16]
 //                         [--repeats N] [--shapes FILE]
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "bench/bench_shapes.hpp"
 #include "codegen/x86/x86_backend.hpp"
@@ -105,12 +105,15 @@ int run(int argc, char** argv) {
     const ir::Target target = target_for(isa, threads);
     const std::unique_ptr<codegen::Backend> backend = codegen::make_x86_backend(target);
     for (const std::string& dt : split_list(dtypes_list)) {
-      const DType dtype = dt == "bf16" ? DType::kBFloat16 : dt == "f16" ? DType::kHalf : DType::kFloat32;
+      const DType dtype = dt == "bf16"  ? DType::kBFloat16
+                          : dt == "f16" ? DType::kHalf
+                                        : DType::kFloat32;
       for (const bench::BenchShape& shape : shapes) {
         for (bench::BenchOp op : bench::ops_for(shape)) {
           Expected<ConvProblem> problem = validate(bench::make_descriptor(shape, op, dtype));
           if (!problem.has_value()) {
-            std::fprintf(stderr, "%s: %s\n", shape.name.c_str(), problem.status().to_string().c_str());
+            std::fprintf(stderr, "%s: %s\n", shape.name.c_str(),
+                         problem.status().to_string().c_str());
             return 1;
           }
           std::vector<double> sched, gen;
@@ -123,7 +126,8 @@ int run(int argc, char** argv) {
             auto code = backend->compile(nest);
             const Clock::time_point t2 = Clock::now();
             if (!code.has_value()) {
-              std::fprintf(stderr, "%s: %s\n", shape.name.c_str(), code.status().to_string().c_str());
+              std::fprintf(stderr, "%s: %s\n", shape.name.c_str(),
+                           code.status().to_string().c_str());
               return 1;
             }
             sched.push_back(ms_between(t0, t1));

@@ -60,9 +60,11 @@ TEST(IrAffine, FlattenAccessUsesStridesAndRefusesDivisors) {
 TEST(IrAffine, TermListKeepsTermsInlineAndOnTheHeap) {
   const std::size_t many = TermList::kInline + 3;
   TermList list;
-  for (std::size_t i = 0; i < many; ++i) list.push_back({static_cast<VarId>(i), static_cast<std::int64_t>(i) + 1});
+  for (std::size_t i = 0; i < many; ++i)
+    list.push_back({static_cast<VarId>(i), static_cast<std::int64_t>(i) + 1});
   ASSERT_EQ(list.size(), many);
-  for (std::size_t i = 0; i < many; ++i) EXPECT_EQ(list[i], (Term{static_cast<VarId>(i), static_cast<std::int64_t>(i) + 1}));
+  for (std::size_t i = 0; i < many; ++i)
+    EXPECT_EQ(list[i], (Term{static_cast<VarId>(i), static_cast<std::int64_t>(i) + 1}));
   TermList copy = list;
   TermList moved = std::move(copy);
   EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): moved-from is cleared

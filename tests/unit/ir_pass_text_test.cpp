@@ -476,7 +476,8 @@ TEST(IrPassText, PrivatizeFilterGradientCopyMovesTheCopyIntoTheBatch) {
   const Target t = avx2_target(1 << 20);
   ConvProblem p = nchw_backprop_filter();
   p.n = 2;
-  const LoopNest blocked = block_reduction(register_tile(channels_last_out_backprop(lower(p), t), t), t);
+  const LoopNest blocked =
+      block_reduction(register_tile(channels_last_out_backprop(lower(p), t), t), t);
   EXPECT_EQ(print(privatize_filter_gradient_copy(parallelize(blocked, t), t)), R"(kernel backprop_filter float32 NCHW "dyc r2x8 blk=n priv=x1"
 buffer x X float32 dims [2, 3, 3, 2] strides [18, 3, 1, 9]
 buffer dw W float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]

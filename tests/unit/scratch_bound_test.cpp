@@ -2,11 +2,11 @@
 // operand copies stay within a bound set by the filter, one image and the thread count, never
 // by the batch. Each case has a batch of 16 or more so that a batch-sized copy would exceed
 // the bound, runs once, and matches the naive reference.
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "convjit/convjit.hpp"
 #include "frontend/validate.hpp"
@@ -35,12 +35,12 @@ OpDescriptor desc_of(OpKind op, DataFormat format, std::vector<std::int64_t> inp
   // out_backprop: SAME or VALID output sizes, in the data format's order.
   const bool cl = format == DataFormat::kNHWC;
   const std::int64_t h = d.input[cl ? 1 : 2], w = d.input[cl ? 2 : 3];
-  const std::int64_t oh = padding == Padding::kSame ? (h + stride - 1) / stride
-                                                    : (h - d.filter[0] + stride) / stride;
-  const std::int64_t ow = padding == Padding::kSame ? (w + stride - 1) / stride
-                                                    : (w - d.filter[1] + stride) / stride;
-  const std::int64_t oc = op == OpKind::kDepthwiseConv2dNativeBackpropInput ? d.filter[2] * d.filter[3]
-                                                                            : d.filter[3];
+  const std::int64_t oh =
+      padding == Padding::kSame ? (h + stride - 1) / stride : (h - d.filter[0] + stride) / stride;
+  const std::int64_t ow =
+      padding == Padding::kSame ? (w + stride - 1) / stride : (w - d.filter[1] + stride) / stride;
+  const std::int64_t oc =
+      op == OpKind::kDepthwiseConv2dNativeBackpropInput ? d.filter[2] * d.filter[3] : d.filter[3];
   d.out_backprop = cl ? std::vector<std::int64_t>{d.input[0], oh, ow, oc}
                       : std::vector<std::int64_t>{d.input[0], oc, oh, ow};
   return d;
@@ -51,16 +51,22 @@ std::vector<ScratchCase> scratch_cases() {
   const DataFormat nhwc = DataFormat::kNHWC, nchw = DataFormat::kNCHW;
   return {
       // Three input channels: W positions as vectors over a transposed copy of dy.
-      {"stem_input_gradient", desc_of(kConv2DBackpropInput, nhwc, {16, 24, 24, 3}, {7, 7, 3, 16}, 2, Padding::kSame)},
+      {"stem_input_gradient",
+       desc_of(kConv2DBackpropInput, nhwc, {16, 24, 24, 3}, {7, 7, 3, 16}, 2, Padding::kSame)},
       // NCHW input gradient: channels-last copies of dy and dx around the NHWC schedule.
-      {"nchw_input_gradient", desc_of(kConv2DBackpropInput, nchw, {16, 16, 10, 10}, {3, 3, 16, 16}, 1, Padding::kSame)},
-      {"nhwc_input_gradient", desc_of(kConv2DBackpropInput, nhwc, {16, 10, 10, 16}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      {"nchw_input_gradient",
+       desc_of(kConv2DBackpropInput, nchw, {16, 16, 10, 10}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      {"nhwc_input_gradient",
+       desc_of(kConv2DBackpropInput, nhwc, {16, 10, 10, 16}, {3, 3, 16, 16}, 1, Padding::kSame)},
       // Filter gradients: per-chunk partial sums.
-      {"nhwc_filter_gradient", desc_of(kConv2DBackpropFilter, nhwc, {16, 12, 12, 16}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      {"nhwc_filter_gradient",
+       desc_of(kConv2DBackpropFilter, nhwc, {16, 12, 12, 16}, {3, 3, 16, 16}, 1, Padding::kSame)},
       // NCHW filter gradient: a channels-last copy of dy, per thread when the batch divides
       // among the threads (18 images for 1, 2 and 3).
-      {"nchw_filter_gradient", desc_of(kConv2DBackpropFilter, nchw, {18, 16, 12, 12}, {3, 3, 16, 16}, 1, Padding::kSame)},
-      {"depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nhwc, {16, 12, 12, 8}, {3, 3, 8, 2}, 1, Padding::kSame)},
+      {"nchw_filter_gradient",
+       desc_of(kConv2DBackpropFilter, nchw, {18, 16, 12, 12}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      {"depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nhwc,
+                                           {16, 12, 12, 8}, {3, 3, 8, 2}, 1, Padding::kSame)},
   };
 }
 
@@ -99,7 +105,8 @@ TEST_P(ScratchBound, StaysWithinFilterAndOneImagePerThread) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ops, ScratchBound,
-                         ::testing::Combine(::testing::ValuesIn(scratch_cases()), ::testing::Values(1, 2, 3)),
+                         ::testing::Combine(::testing::ValuesIn(scratch_cases()),
+                                            ::testing::Values(1, 2, 3)),
                          [](const ::testing::TestParamInfo<ScratchBound::ParamType>& info) {
                            return std::get<0>(info.param).name + "_threads" +
                                   std::to_string(std::get<1>(info.param));

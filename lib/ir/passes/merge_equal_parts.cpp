@@ -77,8 +77,8 @@ bool same(const Stmt& a, const Stmt& b, Binding at) {
   if (a.node.index() != b.node.index()) return false;
   if (const auto* la = std::get_if<Loop>(&a.node)) {
     const Loop& lb = std::get<Loop>(b.node);
-    return la->var == lb.var && la->begin == lb.begin && la->end == lb.end &&
-           la->step == lb.step && la->kind == lb.kind && same(la->body, lb.body, at);
+    return la->var == lb.var && la->begin == lb.begin && la->end == lb.end && la->step == lb.step &&
+           la->kind == lb.kind && same(la->body, lb.body, at);
   }
   if (const auto* ta = std::get_if<Tile>(&a.node)) return same(*ta, std::get<Tile>(b.node), at);
   return same(std::get<Store>(a.node), std::get<Store>(b.node), at);

@@ -111,7 +111,8 @@ class Privatize {
       for_each_access(std::span(&nest_.body[i], 1), [&](const Access& a, bool) {
         if (a.buffer != s) return;
         used = true;
-        ok = ok && in_part && !a.index.empty() && a.index[0].divisor == 1 && a.index[0].numer == own;
+        ok =
+            ok && in_part && !a.index.empty() && a.index[0].divisor == 1 && a.index[0].numer == own;
       });
     }
     return ok && used;
@@ -139,8 +140,9 @@ class Privatize {
   }
 
   // The parts' bodies one after another for the image `image`, the scratches at `slot`.
-  std::vector<Stmt> chained_bodies(const std::vector<std::size_t>& parts, const std::set<int>& scratches,
-                                   const Affine& slot, const Affine& image) {
+  std::vector<Stmt> chained_bodies(const std::vector<std::size_t>& parts,
+                                   const std::set<int>& scratches, const Affine& slot,
+                                   const Affine& image) {
     std::vector<Stmt> out;
     for (std::size_t i : parts) {
       const Loop& l = std::get<Loop>(nest_.body[i].node);
@@ -161,7 +163,8 @@ class Privatize {
 }  // namespace
 
 LoopNest privatize_batch_copies(LoopNest nest, const Target& target) {
-  if (nest.problem.direction != ConvDirection::kBackpropData || nest.problem.is_empty()) return nest;
+  if (nest.problem.direction != ConvDirection::kBackpropData || nest.problem.is_empty())
+    return nest;
   const int threads = useful_threads(nest.problem, target);
   if (Privatize(nest, threads).run()) add_summary(nest, fmt::format("priv=x{}", threads));
   return nest;

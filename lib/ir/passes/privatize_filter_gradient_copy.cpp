@@ -61,7 +61,8 @@ class PrivatizeCopy {
       ok = ok && a.buffer == scratch && !a.index.empty() && a.index[0].divisor == 1 &&
            a.index[0].numer == Affine::var(copy.var);
     });
-    if (!ok || scratch < 0 || nest_.buffers[static_cast<std::size_t>(scratch)].kind != BufferKind::kScratch ||
+    if (!ok || scratch < 0 ||
+        nest_.buffers[static_cast<std::size_t>(scratch)].kind != BufferKind::kScratch ||
         nest_.buffers[static_cast<std::size_t>(scratch)].dims.front() != n) {
       return false;
     }
@@ -142,7 +143,8 @@ class PrivatizeCopy {
 }  // namespace
 
 LoopNest privatize_filter_gradient_copy(LoopNest nest, const Target&) {
-  if (nest.problem.direction != ConvDirection::kBackpropFilter || nest.problem.is_empty()) return nest;
+  if (nest.problem.direction != ConvDirection::kBackpropFilter || nest.problem.is_empty())
+    return nest;
   PrivatizeCopy privatize(nest);
   if (privatize.run()) add_summary(nest, privatize.summary());
   return nest;
