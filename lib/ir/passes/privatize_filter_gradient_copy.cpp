@@ -16,7 +16,9 @@
 // loop (one thread: one slot).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <span>
+#include <string>
 
 #include "ir/passes/pass_util.hpp"
 #include "ir/passes/passes.hpp"
@@ -110,6 +112,7 @@ class PrivatizeCopy {
     batch->body.insert(batch->body.begin(), std::make_move_iterator(fill.begin()),
                        std::make_move_iterator(fill.end()));
     nest_.body.erase(nest_.body.begin() + static_cast<std::ptrdiff_t>(ci));
+    drop_from_parallel_summary(nest_.var_names[static_cast<std::size_t>(copy.var)]);
     nest_.buffers[static_cast<std::size_t>(scratch)].dims.front() = slots;
     summary_ = fmt::format("priv=x{}", slots);
     return true;
@@ -118,6 +121,29 @@ class PrivatizeCopy {
   const std::string& summary() const { return summary_; }
 
  private:
+  // parallelize named the copy loop among the parallel ones ("par=chunk,cn,rkh"); it now runs
+  // inside the chunks, so the kernel's name drops it.
+  void drop_from_parallel_summary(const std::string& var) {
+    std::string& summary = nest_.schedule_summary;
+    const std::size_t par = summary.find("par=");
+    if (par == std::string::npos) return;
+    const std::size_t end = std::min(summary.find(' ', par), summary.size());
+    std::string kept;
+    std::size_t start = par + 4;
+    while (start <= end) {
+      const std::size_t comma = std::min(summary.find(',', start), end);
+      const std::string name = summary.substr(start, comma - start);
+      if (name != var) kept += (kept.empty() ? "" : ",") + name;
+      start = comma + 1;
+    }
+    if (!kept.empty()) {
+      summary.replace(par + 4, end - par - 4, kept);
+      return;
+    }
+    const std::size_t from = par > 0 && summary[par - 1] == ' ' ? par - 1 : par;
+    summary.erase(from, end - from);
+  }
+
   static bool contains(Stmt& s, const Loop* target) {
     auto* l = std::get_if<Loop>(&s.node);
     if (l == nullptr) return false;
