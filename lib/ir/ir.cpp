@@ -2,17 +2,18 @@
 // small helpers of the loop-nest IR.
 #include "ir/ir.hpp"
 
-#include <algorithm>
-
 namespace convjit::ir {
 namespace {
 
-// Merges two sorted term lists, scaling the second by `k`, dropping zero coefficients.
-TermList merge_terms(const TermList& x, const TermList& y, std::int64_t k) {
+// Merges two sorted term lists, scaling the second by `k`, dropping zero coefficients and
+// the terms of x on `skip` (substitution drops the variable it replaces).
+TermList merge_terms(const TermList& x, const TermList& y, std::int64_t k, VarId skip = -1) {
   TermList out;
   std::size_t i = 0, j = 0;
   while (i < x.size() || j < y.size()) {
-    if (j == y.size() || (i < x.size() && x[i].var < y[j].var)) {
+    if (i < x.size() && x[i].var == skip) {
+      ++i;
+    } else if (j == y.size() || (i < x.size() && x[i].var < y[j].var)) {
       out.push_back(x[i++]);
     } else if (i == x.size() || y[j].var < x[i].var) {
       if (y[j].coef * k != 0) out.push_back({y[j].var, y[j].coef * k});
@@ -63,27 +64,7 @@ Affine Affine::substitute(VarId v, const Affine& replacement) const {
   const std::int64_t c = coef_of(v);
   if (c == 0) return *this;
   // One merge of the other terms with c * replacement, no intermediate Affines.
-  Affine out;
-  out.constant = constant + c * replacement.constant;
-  const TermList& x = terms;
-  const TermList& y = replacement.terms;
-  std::size_t i = 0, j = 0;
-  while (i < x.size() || j < y.size()) {
-    if (i < x.size() && x[i].var == v) {
-      ++i;
-    } else if (j == y.size() || (i < x.size() && x[i].var < y[j].var)) {
-      out.terms.push_back(x[i++]);
-    } else if (i == x.size() || y[j].var < x[i].var) {
-      if (y[j].coef * c != 0) out.terms.push_back({y[j].var, y[j].coef * c});
-      ++j;
-    } else {
-      const std::int64_t sum = x[i].coef + y[j].coef * c;
-      if (sum != 0) out.terms.push_back({x[i].var, sum});
-      ++i;
-      ++j;
-    }
-  }
-  return out;
+  return Affine{merge_terms(terms, replacement.terms, c, v), constant + c * replacement.constant};
 }
 
 std::int64_t Buffer::elements() const {

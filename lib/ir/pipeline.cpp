@@ -4,9 +4,8 @@
 // filter), register tiles over the guard-free interior, bfloat16 reduction pairs (they rewrite
 // the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after
 // tiling, so it sees the border tiles' final ranges), the merging of parts that all this made
-// equal, per-thread operand copies (one chunk of images per thread), threads (they split
-// whatever loops are left), and last the filter gradient's copy moved into the thread chunks
-// parallelize made.
+// equal, per-thread operand copies (one chunk of images per thread), and threads last (they
+// split whatever loops are left).
 #include "ir/pipeline.hpp"
 
 #include "ir/lower.hpp"
@@ -30,7 +29,6 @@ const std::vector<NamedPass>& schedule_passes() {
       {"merge_equal_parts", &merge_equal_parts},
       {"privatize_batch_copies", &privatize_batch_copies},
       {"parallelize", &parallelize},
-      {"privatize_filter_gradient_copy", &privatize_filter_gradient_copy},
   };
   return kPasses;
 }

@@ -67,7 +67,6 @@ class TermList {
   Term& operator[](std::size_t i) { return data()[i]; }
   const Term& operator[](std::size_t i) const { return data()[i]; }
 
-  void reserve(std::size_t) {}  // inline storage needs none; the heap grows as vectors do
   void clear() {
     heap_.clear();
     size_ = 0;
@@ -83,25 +82,6 @@ class TermList {
       size_ = 0;
     }
     heap_.push_back(t);
-  }
-
-  /// Removes [first, last) and returns where the following terms now start.
-  Term* erase(const Term* first, const Term* last) {
-    Term* b = data();
-    const auto i = static_cast<std::size_t>(first - b), j = static_cast<std::size_t>(last - b);
-    const std::size_t n = size();
-    std::copy(b + j, b + n, b + i);
-    const std::size_t kept = n - (j - i);
-    if (heap_.empty()) {
-      size_ = kept;
-    } else if (kept <= kInline) {  // back inline, so data() stays where the terms are
-      std::copy(heap_.begin(), heap_.begin() + static_cast<std::ptrdiff_t>(kept), inline_.begin());
-      heap_.clear();
-      size_ = kept;
-    } else {
-      heap_.resize(kept);
-    }
-    return data() + i;
   }
 
   friend bool operator==(const TermList& a, const TermList& b) {

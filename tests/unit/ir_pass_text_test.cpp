@@ -472,13 +472,13 @@ for kh in [0, 1):
 
 // The NCHW filter gradient of 2 images on one thread: dy's channels-last copy moves into the
 // batch loop, one image at a time into the single slot its tiles then read.
-TEST(IrPassText, PrivatizeFilterGradientCopyMovesTheCopyIntoTheBatch) {
+TEST(IrPassText, ParallelizeMovesTheFilterGradientCopyIntoTheBatch) {
   const Target t = avx2_target(1 << 20);
   ConvProblem p = nchw_backprop_filter();
   p.n = 2;
   const LoopNest blocked =
       block_reduction(register_tile(channels_last_out_backprop(lower(p), t), t), t);
-  EXPECT_EQ(print(privatize_filter_gradient_copy(parallelize(blocked, t), t)), R"(kernel backprop_filter float32 NCHW "dyc r2x8 blk=n priv=x1"
+  EXPECT_EQ(print(parallelize(blocked, t)), R"(kernel backprop_filter float32 NCHW "dyc r2x8 blk=n priv=x1"
 buffer x X float32 dims [2, 3, 3, 2] strides [18, 3, 1, 9]
 buffer dw W float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
 buffer dy Y float32 dims [2, 3, 2, 8] strides [48, 2, 1, 6]
@@ -620,8 +620,7 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "deinterleave_multiplier", "channels_last_out_backprop",
                                          "register_tile",   "pair_reduction",
                                          "block_reduction", "merge_equal_parts",
-                                         "privatize_batch_copies", "parallelize",
-                                         "privatize_filter_gradient_copy"};
+                                         "privatize_batch_copies", "parallelize"};
   EXPECT_EQ(seen, want);
 }
 

@@ -283,9 +283,13 @@ LoopNest parallelize(LoopNest nest, const Target& target) {
   // call stay in front, where they are parallelized like any other loop.
   std::vector<Stmt> prologue;
   if (p.direction == ConvDirection::kBackpropFilter) prologue = take_prologue(nest);
+  // The copies go back in front; a filter gradient's copy of dy then moves into the batch
+  // loop the split made, one image per chunk, before loops are marked parallel (so the copy
+  // never becomes a parallel loop of its own).
   auto restore = [&] {
     nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
                      std::make_move_iterator(prologue.end()));
+    if (!prologue.empty()) privatize_filter_gradient_copy(nest);
   };
   if (threads <= 1) {
     // A blocked filter gradient accumulates into dW once per chunk. A half-type dW would be

@@ -58,6 +58,10 @@ LoopNest pair_reduction(LoopNest nest, const Target& target);
 /// tiles then accumulate into dW, which a Store nest zeroes first.
 LoopNest block_reduction(LoopNest nest, const Target& target);
 
+/// Joins adjacent serial loops over one variable whose bodies are the same code on every
+/// iteration (peeled parts that blocking made alike) into one loop, so it is generated once.
+LoopNest merge_equal_parts(LoopNest nest, const Target& target);
+
 /// Backprop data whose tiles run on per-call copies of an operand (a transposed dy, NCHW's
 /// channels-last dy and dx): the batch walks images in one chunk per thread, copying each
 /// image into the thread's slot, so those scratches hold one image per thread.
@@ -67,13 +71,9 @@ LoopNest privatize_batch_copies(LoopNest nest, const Target& target);
 /// spatial reduction into chunks with private partial sums reduced at the end.
 LoopNest parallelize(LoopNest nest, const Target& target);
 
-/// Backprop filter NCHW after parallelize: dy's channels-last copy moves into the per-chunk
-/// batch loop, one image at a time into its chunk's slot, so the copy holds one image per
-/// thread.
-LoopNest privatize_filter_gradient_copy(LoopNest nest, const Target& target);
-
-/// Joins adjacent serial loops over one variable whose bodies are the same code on every
-/// iteration (peeled parts that blocking made alike) into one loop, so it is generated once.
-LoopNest merge_equal_parts(LoopNest nest, const Target& target);
+/// Backprop filter NCHW, a step of parallelize once it has split the batch among the threads:
+/// dy's channels-last copy moves into the per-chunk batch loop, one image at a time into its
+/// chunk's slot, so the copy holds one image per thread. Returns whether it applied.
+bool privatize_filter_gradient_copy(LoopNest& nest);
 
 }  // namespace convjit::ir

@@ -1,8 +1,9 @@
-// Per-thread operand copy of the filter gradient (NCHW). channels_last_out_backprop copies dy
-// channels-last once per call, a scratch as large as dy. After parallelize, the reduction
-// walks the batch inside per-chunk loops ("batch", split_batch's chunks of images per thread),
-// and each image's copy is read only while that image is reduced. So the copy moves into the
-// batch loop, one image at a time into the slot of the chunk that reduces it:
+// Per-thread operand copy of the filter gradient (NCHW), a step of parallelize.
+// channels_last_out_backprop copies dy channels-last once per call, a scratch as large as dy.
+// Once parallelize has split the reduction, it walks the batch inside per-chunk loops
+// ("batch", split_batch's chunks of images per thread), and each image's copy is read only
+// while that image is reduced. So the copy moves into the batch loop, one image at a time into
+// the slot of the chunk that reduces it:
 //
 //   for cn: dyc[cn] = dy[cn]                     for chunk in [0, T) parallel:
 //   for chunk in [0, T) parallel:          ->      zero partial[chunk]
@@ -10,13 +11,12 @@
 //     for nb "batch": tiles on dyc[e(chunk, nb)]     dyc[chunk] = dy[e(chunk, nb)]
 //                                                    tiles on dyc[chunk]
 //
-// dyc then holds T images. Only when every read of the scratch is at one image expression e
-// that moves with the chunk (each thread reduces its own images: with the rows of every image
-// split among threads instead, each thread would copy every image) or when there is no chunk
-// loop (one thread: one slot).
+// dyc then holds T images. The copy stays where it is unless every read of the scratch is at
+// one image expression e that moves with the chunk (with the rows of every image split among
+// the threads instead, each thread would copy every image), or there is no chunk loop (one
+// thread: one slot).
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <span>
 #include <string>
 
@@ -112,7 +112,6 @@ class PrivatizeCopy {
     batch->body.insert(batch->body.begin(), std::make_move_iterator(fill.begin()),
                        std::make_move_iterator(fill.end()));
     nest_.body.erase(nest_.body.begin() + static_cast<std::ptrdiff_t>(ci));
-    drop_from_parallel_summary(nest_.var_names[static_cast<std::size_t>(copy.var)]);
     nest_.buffers[static_cast<std::size_t>(scratch)].dims.front() = slots;
     summary_ = fmt::format("priv=x{}", slots);
     return true;
@@ -121,29 +120,6 @@ class PrivatizeCopy {
   const std::string& summary() const { return summary_; }
 
  private:
-  // parallelize named the copy loop among the parallel ones ("par=chunk,cn,rkh"); it now runs
-  // inside the chunks, so the kernel's name drops it.
-  void drop_from_parallel_summary(const std::string& var) {
-    std::string& summary = nest_.schedule_summary;
-    const std::size_t par = summary.find("par=");
-    if (par == std::string::npos) return;
-    const std::size_t end = std::min(summary.find(' ', par), summary.size());
-    std::string kept;
-    std::size_t start = par + 4;
-    while (start <= end) {
-      const std::size_t comma = std::min(summary.find(',', start), end);
-      const std::string name = summary.substr(start, comma - start);
-      if (name != var) kept += (kept.empty() ? "" : ",") + name;
-      start = comma + 1;
-    }
-    if (!kept.empty()) {
-      summary.replace(par + 4, end - par - 4, kept);
-      return;
-    }
-    const std::size_t from = par > 0 && summary[par - 1] == ' ' ? par - 1 : par;
-    summary.erase(from, end - from);
-  }
-
   static bool contains(Stmt& s, const Loop* target) {
     auto* l = std::get_if<Loop>(&s.node);
     if (l == nullptr) return false;
@@ -168,12 +144,14 @@ class PrivatizeCopy {
 
 }  // namespace
 
-LoopNest privatize_filter_gradient_copy(LoopNest nest, const Target&) {
-  if (nest.problem.direction != ConvDirection::kBackpropFilter || nest.problem.is_empty())
-    return nest;
+bool privatize_filter_gradient_copy(LoopNest& nest) {
+  if (nest.problem.direction != ConvDirection::kBackpropFilter || nest.problem.is_empty()) {
+    return false;
+  }
   PrivatizeCopy privatize(nest);
-  if (privatize.run()) add_summary(nest, privatize.summary());
-  return nest;
+  if (!privatize.run()) return false;
+  add_summary(nest, privatize.summary());
+  return true;
 }
 
 }  // namespace convjit::ir
