@@ -249,6 +249,15 @@ int Emitter::round_to_bf16(int src, int t1, int t2) {
   return t1;
 }
 
+void Emitter::store_vector_nontemporal(int src, DType dtype, const VecRef& ref) {
+  const Address a = ptr[lane_addr(ref, 0, dtype_size(dtype))];
+  if (dtype == DType::kFloat64) {
+    vmovntpd(a, vreg(src));
+  } else {
+    vmovntps(a, vreg(src));
+  }
+}
+
 void Emitter::store_vector(int src, DType dtype, const VecRef& ref, int t1, int t2) {
   const int eb = dtype_size(dtype);
   const int full = lanes(dtype == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32);

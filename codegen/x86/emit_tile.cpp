@@ -342,10 +342,34 @@ void Emitter::emit_tile(const ir::Tile& t) {
 
       if (!start.empty) emit_reduce_levels(t, a, b, nrg * nvg, &cur, k_step);
 
-      for (std::int64_t r = r0; r < r0 + nrg; ++r) {
-        for (std::int64_t v = v0; v < v0 + nvg; ++v) {
-          store_vector(acc_reg(r, v), c.dtype, ref_of(c, r, v, 0, r8), ta, tb);
+      auto store_all = [&](bool nontemporal) {
+        for (std::int64_t r = r0; r < r0 + nrg; ++r) {
+          for (std::int64_t v = v0; v < v0 + nvg; ++v) {
+            const VecRef ref = ref_of(c, r, v, 0, r8);
+            if (nontemporal) {
+              store_vector_nontemporal(acc_reg(r, v), c.dtype, ref);
+            } else {
+              store_vector(acc_reg(r, v), c.dtype, ref, ta, tb);
+            }
+          }
         }
+      };
+      // Streamed only from a line-aligned start (the pass checked that the rows and vectors
+      // then cover whole lines); the caller's pointer decides at run time, since a
+      // non-temporal store to a misaligned address faults.
+      if (t.stream && tail == vl && c.shape == ColumnShape::kContiguous &&
+          (c.dtype == DType::kFloat32 || c.dtype == DType::kFloat64)) {
+        Label plain, done;
+        test(r8.cvt8(), kCacheLineBytes - 1);
+        jnz(plain, T_NEAR);
+        store_all(true);
+        jmp(done, T_NEAR);
+        L(plain);
+        store_all(false);
+        L(done);
+        streamed_ = true;
+      } else {
+        store_all(false);
       }
     }
   }

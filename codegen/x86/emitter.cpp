@@ -118,6 +118,7 @@ void Emitter::emit_base_pointer(const Reg64& dst, const AccessInfo& info,
 
 void Emitter::emit_function(const ir::Stmt& stmt, FunctionEntry* entry) {
   k1_count_ = -1;
+  streamed_ = false;
   push(rbp);
   mov(rbp, rsp);
   push(rbx);
@@ -161,6 +162,7 @@ void Emitter::emit_function(const ir::Stmt& stmt, FunctionEntry* entry) {
     emit_stmt(stmt);
   }
 
+  if (streamed_) sfence();
   vzeroupper();
   lea(rsp, ptr[rbp - kSavedRegisterBytes]);
   pop(r15);

@@ -119,6 +119,10 @@ class Emitter : public Xbyak::CodeGenerator {
   void load_broadcast(int dst, DType dtype, const Xbyak::RegExp& addr);
   // Stores vector `src` (clobbered for 16-bit dtypes) using temporaries t1, t2.
   void store_vector(int src, DType dtype, const VecRef& ref, int t1, int t2);
+  // A full contiguous f32/f64 vector stored past the caches to a vector-aligned address
+  // (vmovntps/vmovntpd); the function ends with an sfence once any was emitted.
+  void store_vector_nontemporal(int src, DType dtype, const VecRef& ref);
+  static constexpr int kCacheLineBytes = 64;
   // Rounds f32 lanes of `src` to bfloat16 words; returns the register index whose half-width
   // register holds them. Uses t1, t2 (and may clobber src).
   int round_to_bf16(int src, int t1, int t2);
@@ -143,6 +147,9 @@ class Emitter : public Xbyak::CodeGenerator {
   std::int64_t frame_bytes_ = 0;
   std::int64_t end_slot_ = 0;
   int k1_count_ = -1;  // lanes k1 currently holds, as known at the current emission point
+  // The current function has non-temporal stores: they are weakly ordered, so it must end
+  // with an sfence before the pool's synchronization publishes its results.
+  bool streamed_ = false;
   // Register holding each variable inside a tile (reduce counters), or none: its slot.
   std::vector<int> var_reg_;
   // vreg() and hreg() by index, made once: an Xbyak register built per instruction (bit

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -44,7 +45,27 @@ struct TensorView {
   void* data = nullptr;
 };
 
-/// An owning dense tensor (zero-initialised), as the TensorFlow-shaped helpers return.
+/// Storage that starts on a cache line (64 bytes), as frameworks allocate tensors: vector
+/// loads then never straddle two lines, and a kernel can write its output past the caches.
+template <typename T>
+struct CacheLineAllocator {
+  using value_type = T;
+  static constexpr std::size_t kAlignment = 64;
+  CacheLineAllocator() = default;
+  template <typename U>
+  CacheLineAllocator(const CacheLineAllocator<U>&) {}  // NOLINT: rebinding converts implicitly
+  T* allocate(std::size_t n) {
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{kAlignment}));
+  }
+  void deallocate(T* p, std::size_t) { ::operator delete(p, std::align_val_t{kAlignment}); }
+  template <typename U>
+  bool operator==(const CacheLineAllocator<U>&) const {
+    return true;
+  }
+};
+
+/// An owning dense tensor (zero-initialised), as the TensorFlow-shaped helpers return; its
+/// data starts on a cache line.
 class Tensor {
  public:
   Tensor() = default;
@@ -64,7 +85,7 @@ class Tensor {
  private:
   DType dtype_ = DType::kFloat32;
   std::vector<std::int64_t> shape_;
-  std::vector<std::byte> storage_;
+  std::vector<std::byte, CacheLineAllocator<std::byte>> storage_;
 };
 
 /// An embedding framework's parallel loop: call body(begin, end) over chunks covering [0, n)

@@ -150,6 +150,9 @@ struct Tile {
   Access c;
   bool accumulate = false;
   bool paired = false;
+  // c is written with non-temporal stores, bypassing the caches: set only on tiles that write
+  // whole cache lines of an output the kernel never reads back (stream_output_stores).
+  bool stream = false;
   Access a2;  // used only when paired
   Access b2;
 };

@@ -4,8 +4,9 @@
 // filter), register tiles over the guard-free interior, bfloat16 reduction pairs (they rewrite
 // the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after
 // tiling, so it sees the border tiles' final ranges), the merging of parts that all this made
-// equal, per-thread operand copies (one chunk of images per thread), and threads last (they
-// split whatever loops are left).
+// equal, per-thread operand copies (one chunk of images per thread), the choice of
+// non-temporal output stores (once the tiles and the buffers they write are final), and
+// threads last (they split whatever loops are left).
 #include "ir/pipeline.hpp"
 
 #include "ir/lower.hpp"
@@ -28,6 +29,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"block_reduction", &block_reduction},
       {"merge_equal_parts", &merge_equal_parts},
       {"privatize_batch_copies", &privatize_batch_copies},
+      {"stream_output_stores", &stream_output_stores},
       {"parallelize", &parallelize},
   };
   return kPasses;

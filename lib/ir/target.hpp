@@ -17,6 +17,10 @@ struct Target {
   bool has_avx512_bf16 = false;
   std::int64_t l1_bytes = 32 * 1024;
   std::int64_t l2_bytes = 1024 * 1024;
+  // The last-level cache one core's data lives in (a Zen CCX's L3, a server part's slice
+  // share): an output larger than this is evicted before anyone reads it back, so its tiles
+  // write it with non-temporal stores.
+  std::int64_t llc_bytes = 8 * 1024 * 1024;
   int num_threads = 1;        // threads the kernel may use; parallel splits aim at this
 
   /// Lanes of one vector for an element of `bytes` bytes (1 for the scalar target).

@@ -48,7 +48,7 @@ class TestTensor {
   DType dtype_ = DType::kFloat32;
   std::vector<std::int64_t> shape_;
   std::int64_t elements_ = 0;
-  std::vector<std::byte> storage_;
+  std::vector<std::byte, CacheLineAllocator<std::byte>> storage_;
 };
 
 /// Uniform values in [-1, 1], exactly representable in `dtype` (half and bfloat16 use a grid of

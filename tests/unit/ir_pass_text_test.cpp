@@ -620,7 +620,8 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "deinterleave_multiplier", "channels_last_out_backprop",
                                          "register_tile",   "pair_reduction",
                                          "block_reduction", "merge_equal_parts",
-                                         "privatize_batch_copies", "parallelize"};
+                                         "privatize_batch_copies", "stream_output_stores",
+                                         "parallelize"};
   EXPECT_EQ(seen, want);
 }
 
@@ -730,7 +731,7 @@ for n in [0, 1):
 // Depthwise tiles take fewer rows when the pixel stride maps rows onto few L1 sets: 512 float
 // channels (2 KiB a pixel) stop at 4 rows, 496 channels keep the model's taller tile.
 TEST(IrPassText, ElementwiseRowsStopWherePixelsShareL1Sets) {
-  auto widest_rows = [](std::int64_t channels) {
+  auto widest_rows = [](std::int64_t channels, bool avx2 = false) {
     ConvProblem p;
     p.direction = ConvDirection::kBackpropData;
     p.depthwise = true;
@@ -745,6 +746,7 @@ TEST(IrPassText, ElementwiseRowsStopWherePixelsShareL1Sets) {
     t.vector_bytes = 64;
     t.vector_registers = 32;
     t.has_fma = true;
+    if (avx2) t = avx2_target(1 << 20);
     std::int64_t rows = 0;
     LoopNest nest = register_tile(border_peel(lower(p), t), t);
     for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) { rows = std::max(rows, tile.rows); });
@@ -752,6 +754,81 @@ TEST(IrPassText, ElementwiseRowsStopWherePixelsShareL1Sets) {
   };
   EXPECT_EQ(widest_rows(512), 4);
   EXPECT_GT(widest_rows(496), 4);
+  // ymm vectors are half a line: rows a line or less apart share lines and take many rows,
+  // rows further apart stop at 4.
+  EXPECT_GT(widest_rows(8, true), 4);
+  EXPECT_GT(widest_rows(16, true), 4);
+  EXPECT_EQ(widest_rows(32, true), 4);
+}
+
+// The tiles writing the op's output, streamed or not; every streamed one must write whole
+// lines (64 bytes per row, rows a multiple of 64 bytes apart) of f32.
+struct StreamCount {
+  int streamed = 0, plain = 0, broken = 0;
+  bool named = false;
+};
+
+StreamCount count_streamed(const ConvProblem& p, const Target& t) {
+  LoopNest nest = lower_and_schedule(p, t);
+  StreamCount c;
+  const int out = nest.buffer_of_kind(p.direction == ConvDirection::kBackpropData ? BufferKind::kX
+                                                                                  : BufferKind::kW);
+  for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) {
+    if (tile.c.buffer != out) return;
+    (tile.stream ? c.streamed : c.plain)++;
+    Affine offset;
+    if (tile.stream && (!flatten_access(nest, tile.c, &offset) || tile.cols * 4 % 64 != 0 ||
+                        (tile.rows > 1 && offset.coef_of(tile.row_var) * 4 % 64 != 0))) {
+      ++c.broken;
+    }
+  });
+  c.named = nest.schedule_summary.find("nt") != std::string::npos;
+  return c;
+}
+
+TEST(IrPassText, StreamOutputStoresMarksWholeLineTilesOfOutputsBeyondTheCache) {
+  auto depthwise = [](std::int64_t channels) {
+    ConvProblem p;
+    p.direction = ConvDirection::kBackpropData;
+    p.depthwise = true;
+    p.n = 1;
+    p.ih = p.iw = p.oh = p.ow = 6;
+    p.ic = p.oc = p.groups = channels;
+    p.filter_in = 1;
+    p.kh = p.kw = 3;
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+    return p;
+  };
+  Target t = avx2_target(1 << 20);
+  t.llc_bytes = 1024;  // below every output here
+  // 48 channels: pixels 192 bytes apart, three lines; 16-channel tiles write whole lines.
+  const StreamCount wide = count_streamed(depthwise(48), t);
+  EXPECT_GT(wide.streamed, 0);
+  EXPECT_EQ(wide.broken, 0);
+  EXPECT_TRUE(wide.named);
+  // 40 channels: pixels 160 bytes apart, so multi-row tiles and the 8-channel tails stay
+  // plain.
+  const StreamCount odd = count_streamed(depthwise(40), t);
+  EXPECT_GT(odd.plain, 0);
+  EXPECT_EQ(odd.broken, 0);
+  // Outputs that fit the cache keep plain stores.
+  t.llc_bytes = 1 << 20;
+  const StreamCount cached = count_streamed(depthwise(48), t);
+  EXPECT_EQ(cached.streamed, 0);
+  EXPECT_FALSE(cached.named);
+  // 16-bit outputs (half-width stores) never stream, nor does an output some other statement
+  // writes: NCHW's dx, which a Store copies out of the channels-last scratch the tiles fill.
+  t.llc_bytes = 0;
+  ConvProblem bf16 = depthwise(48);
+  bf16.dtype = DType::kBFloat16;
+  EXPECT_EQ(count_streamed(bf16, t).streamed, 0);
+  ConvProblem nchw = depthwise(48);
+  nchw.format = DataFormat::kNCHW;
+  const StreamCount copied = count_streamed(nchw, t);
+  EXPECT_EQ(copied.streamed, 0);
+  EXPECT_FALSE(copied.named);
+  // The printed tile says so.
+  EXPECT_NE(print(lower_and_schedule(depthwise(48), t)).find(" stream\n"), std::string::npos);
 }
 
 }  // namespace

@@ -273,6 +273,33 @@ TEST(X86CodegenText, Avx2WideTilesLoadAtMostOncePerFma) {
   }
 }
 
+// An output beyond the last-level cache is written with non-temporal stores behind a run-time
+// check of the line alignment, and every function that streams ends with an sfence; an output
+// that fits keeps plain stores.
+TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  for (ir::Isa isa : {ir::Isa::kAvx512, ir::Isa::kAvx2}) {
+    if (isa == ir::Isa::kAvx2 && !host_has(isa)) continue;
+    ir::Target t = target_for(isa);
+    const ConvProblem p = problem_of(OpKind::kConv2DBackpropInput, DType::kFloat32, 64);
+    t.llc_bytes = 0;
+    Compiled s = compile_for_target(p, t);
+    ASSERT_TRUE(s.code);
+    const char* reg = isa == ir::Isa::kAvx512 ? "zmm" : "ymm";
+    const std::regex nt_store(fmt::format(R"(vmovntps \w+ PTR \[[^\]]+\],{}\d+)", reg));
+    EXPECT_TRUE(std::regex_search(s.disassembly, nt_store)) << s.code->name();
+    EXPECT_TRUE(std::regex_search(s.disassembly, std::regex(R"(test\s+r8b,0x3f)")))
+        << s.code->name();
+    EXPECT_NE(s.disassembly.find("sfence"), std::string::npos) << s.code->name();
+    EXPECT_NE(s.code->name().find("_nt"), std::string::npos) << s.code->name();
+    t.llc_bytes = 1 << 30;
+    Compiled c = compile_for_target(p, t);
+    ASSERT_TRUE(c.code);
+    EXPECT_EQ(c.disassembly.find("vmovnt"), std::string::npos) << c.code->name();
+    EXPECT_EQ(c.disassembly.find("sfence"), std::string::npos) << c.code->name();
+  }
+}
+
 // The mapping holding the code must be readable and executable, never writable.
 TEST(X86CodegenText, CodePagesAreNotWritable) {
   const ir::Isa isa = host_has(ir::Isa::kAvx512) ? ir::Isa::kAvx512 : ir::Isa::kAvx2;

@@ -67,6 +67,11 @@ LoopNest merge_equal_parts(LoopNest nest, const Target& target);
 /// image into the thread's slot, so those scratches hold one image per thread.
 LoopNest privatize_batch_copies(LoopNest nest, const Target& target);
 
+/// Data gradients (and the forward op) whose output outgrows the last-level cache: marks the
+/// tiles that write whole cache lines of it, and nothing else touches it, for non-temporal
+/// stores.
+LoopNest stream_output_stores(LoopNest nest, const Target& target);
+
 /// Marks the outermost independent loops parallel; for backprop filter, first splits the
 /// spatial reduction into chunks with private partial sums reduced at the end.
 LoopNest parallelize(LoopNest nest, const Target& target);

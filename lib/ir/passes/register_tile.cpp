@@ -118,13 +118,19 @@ class RegisterTile {
   // other (8x14x14x512 3x3: 23 GFLOP/s, 43 at 4 rows, against 49 for 496 channels). So rows
   // stop at the pixels that map to distinct sets, but not below 4, where reloading the
   // filter's taps for every few rows costs more than the conflicts (measured at 256, 512 and
-  // 1024 channels).
+  // 1024 channels). With vectors narrower than a cache line (AVX2), rows further apart than
+  // a line share none, each reads and writes parts of lines of its own, and beyond 4 such rows
+  // the tile ran at half speed on the AVX2 host (8x112x112x32 3x3: 8.4 ms at 13 rows of one
+  // vector, 3.6-3.7 ms at 4 rows of one or two; 1x112x112x32: 0.80 against 0.36-0.42 ms).
+  // A zmm vector is a whole line, and there 12 rows 496 channels apart ran at full speed.
   std::int64_t elementwise_row_limit(std::int64_t row_stride) const {
     constexpr std::int64_t kL1Ways = 8;  // x86 cores since Sandy Bridge and Zen
     constexpr std::int64_t kMinRows = 4;
+    constexpr std::int64_t kLineBytes = 64;
     const std::int64_t way_span = target_.l1_bytes / kL1Ways;
     const std::int64_t stride_bytes = std::llabs(row_stride) * dtype_size(nest_.problem.dtype);
     if (way_span <= 0 || stride_bytes == 0) return std::numeric_limits<std::int64_t>::max();
+    if (target_.vector_bytes < kLineBytes && stride_bytes > kLineBytes) return kMinRows;
     const std::int64_t distinct = way_span / std::gcd(stride_bytes, way_span);
     return std::max(distinct, kMinRows);
   }
