@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "tools/bench/bench_shapes.hpp"
+#include "tools/bench/machine_peak.hpp"
 #include "tools/bench/onednn_conv.hpp"
 #include "convjit/convjit.hpp"
 
@@ -27,10 +28,6 @@ namespace convjit::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// This machine's measured peak per core (shared/bench/README.md).
-constexpr double kPeakF32PerCore = 117.0;
-constexpr double kPeakBf16PerCore = 234.0;
 
 struct Options {
   std::string shapes_path;
@@ -80,7 +77,7 @@ float from_bf16(std::uint16_t b) {
 /// A tensor's bytes plus its shape, filled with uniform values in [-1, 1].
 struct Buffer {
   std::vector<std::int64_t> shape;
-  std::vector<std::byte> bytes;
+  std::vector<std::byte, CacheLineAllocator<std::byte>> bytes;  // as a framework aligns tensors
   bool bf16 = false;
 
   Buffer(std::vector<std::int64_t> s, bool is_bf16) : shape(std::move(s)), bf16(is_bf16) {
@@ -238,7 +235,6 @@ Row bench_one(const BenchShape& shape, BenchOp op, bool bf16, int threads, const
     row.tf_gflops = gflop / (median(t_tf) * 1e-3);
     row.best_gflops = gflop / (median(t_best) * 1e-3);
   }
-  row.peak_fraction = row.convjit_gflops / ((bf16 ? kPeakBf16PerCore : kPeakF32PerCore) * threads);
   return row;
 }
 
@@ -354,8 +350,17 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
              "check\n",
              "shape", "op", "dt", "th", "convjit", "dnnl-tf", "ratio", "dnnl-best", "ratio",
              "%peak", "jit-1st-ms", "jit-hit-us", "dnnl-mk-ms");
-  fmt::print(out, "(GFLOP/s; ratio = convjit / oneDNN; %peak of {} GFLOP/s f32, {} bf16 per core)\n",
-             kPeakF32PerCore, kPeakBf16PerCore);
+  // The peak at each thread count, measured before any kernel runs: turbo clocks depend on
+  // how many cores are busy.
+  std::map<int, MachinePeak> peaks;
+  for (int threads : opt.threads) peaks[threads] = measure_machine_peak(threads);
+  std::string peak_note = "this host's measured peak per core:";
+  for (const auto& [threads, p] : peaks) {
+    peak_note +=
+        fmt::format(" {}T {:.1f} f32, {:.1f} bf16;", threads, p.f32_per_core, p.bf16_per_core);
+  }
+  peak_note += fmt::format(" {}", peaks.begin() != peaks.end() ? peaks.begin()->second.how : "");
+  fmt::print(out, "(GFLOP/s; ratio = convjit / oneDNN; %peak of {})\n", peak_note);
   bool all_ok = true;
   for (const auto& dt : opt.dtypes) {
     for (int threads : opt.threads) {
@@ -368,6 +373,9 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
         for (BenchOp op : ops_for(shape)) {
           try {
             Row r = bench_one(shape, op, dt == "bf16", threads, opt, rng);
+            const MachinePeak& peak = peaks[threads];
+            const double per_core = dt == "bf16" ? peak.bf16_per_core : peak.f32_per_core;
+            if (per_core > 0) r.peak_fraction = r.convjit_gflops / (per_core * threads);
             all_ok = all_ok && r.check_ok;
             fmt::print(out, "{}\n", format_row(r, false));
             out.flush();
@@ -406,6 +414,7 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
           "GF/s | ratio | % peak | jit first ms | jit hit us | oneDNN create ms | check | kernel |\n"
        << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& r : rows) md << format_row(r, true) << "\n";
+    md << "\n% peak: of " << peak_note << ".\n";
     md << "\nGeometric means of convjit / oneDNN:\n\n```\n" << summary << "```\n";
   }
   return all_ok ? 0 : 1;

@@ -1,0 +1,113 @@
+// Peak measurement: each thread runs independent accumulator chains, at least the FMA
+// latency times the FMA ports of any current x86 core and few enough to stay in registers
+// (12 of AVX2's 16, 16 of AVX-512's 32), so the ports, not the chains, bound the rate. The
+// functions carry their own target attributes and run only where the CPU has the instructions.
+#include "tools/bench/machine_peak.hpp"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <chrono>
+#include <functional>
+#include <thread>
+#include <vector>
+
+namespace convjit::bench {
+namespace {
+
+constexpr int kYmmChains = 12;
+constexpr int kZmmChains = 16;
+constexpr long kIterations = 1'000'000;
+
+// Each returns the FLOPs it did; `sink` keeps the results alive.
+__attribute__((target("avx2,fma"))) double fma_ymm(long iterations, float* sink) {
+  __m256 acc[kYmmChains];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  const __m256 x = _mm256_set1_ps(1.0f), y = _mm256_set1_ps(1e-7f);
+  for (long i = 0; i < iterations; ++i) {
+    for (auto& a : acc) a = _mm256_fmadd_ps(x, y, a);
+  }
+  __m256 s = acc[0];
+  for (int c = 1; c < kYmmChains; ++c) s = _mm256_add_ps(s, acc[c]);
+  _mm256_storeu_ps(sink, s);
+  return 2.0 * 8 * kYmmChains * static_cast<double>(iterations);
+}
+
+__attribute__((target("avx512f"))) double fma_zmm(long iterations, float* sink) {
+  __m512 acc[kZmmChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const __m512 x = _mm512_set1_ps(1.0f), y = _mm512_set1_ps(1e-7f);
+  for (long i = 0; i < iterations; ++i) {
+    for (auto& a : acc) a = _mm512_fmadd_ps(x, y, a);
+  }
+  __m512 s = acc[0];
+  for (int c = 1; c < kZmmChains; ++c) s = _mm512_add_ps(s, acc[c]);
+  _mm512_storeu_ps(sink, s);
+  return 2.0 * 16 * kZmmChains * static_cast<double>(iterations);
+}
+
+__attribute__((target("avx512f,avx512bf16"))) double dp_bf16(long iterations, float* sink) {
+  __m512 acc[kZmmChains];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80);  // bfloat16 1.0
+  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3400);  // bfloat16 2^-23
+  for (long i = 0; i < iterations; ++i) {
+    for (auto& a : acc) a = _mm512_dpbf16_ps(a, x, y);
+  }
+  __m512 s = acc[0];
+  for (int c = 1; c < kZmmChains; ++c) s = _mm512_add_ps(s, acc[c]);
+  _mm512_storeu_ps(sink, s);
+  return 4.0 * 16 * kZmmChains * static_cast<double>(iterations);
+}
+
+// GFLOP/s per core of `kernel` on `threads` threads at once, best of three runs.
+double per_core(int threads, double (*kernel)(long, float*)) {
+  double best = 0;
+  for (int run = 0; run < 3; ++run) {
+    std::vector<double> flops(static_cast<std::size_t>(threads));
+    std::vector<std::vector<float>> sinks(static_cast<std::size_t>(threads),
+                                          std::vector<float>(16));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> pool;
+    for (int t = 0; t < threads; ++t) {
+      pool.emplace_back([&, t] {
+        flops[static_cast<std::size_t>(t)] =
+            kernel(kIterations, sinks[static_cast<std::size_t>(t)].data());
+      });
+    }
+    for (std::thread& t : pool) t.join();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    double total = 0;
+    for (double f : flops) total += f;
+    best = std::max(best, total / s / 1e9 / threads);
+  }
+  return best;
+}
+
+}  // namespace
+
+MachinePeak measure_machine_peak(int threads) {
+  threads = std::max(threads, 1);
+  __builtin_cpu_init();
+  MachinePeak peak;
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return peak;
+  peak.f32_per_core = per_core(threads, fma_ymm);
+  peak.how = "ymm vfmadd231ps";
+  if (__builtin_cpu_supports("avx512f")) {
+    const double zmm = per_core(threads, fma_zmm);
+    if (zmm > peak.f32_per_core) {
+      peak.f32_per_core = zmm;
+      peak.how = "zmm vfmadd231ps";
+    }
+  }
+  peak.bf16_per_core = peak.f32_per_core;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16")) {
+    peak.bf16_per_core = per_core(threads, dp_bf16);
+    peak.how += ", zmm vdpbf16ps";
+  } else {
+    peak.how += " (bfloat16 converts to f32 FMAs)";
+  }
+  return peak;
+}
+
+}  // namespace convjit::bench
