@@ -19,6 +19,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"channels_last_backprop_data", &channels_last_backprop_data},
       {"position_vectors", &position_vectors},
       {"stride_residue_split", &stride_residue_split},
+      {"pad_transposed_out_backprop", &pad_transposed_out_backprop},
       {"border_peel", &border_peel},
       {"pack_filter", &pack_filter},
       {"block_channels", &block_channels},

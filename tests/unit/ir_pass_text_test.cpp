@@ -615,7 +615,8 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                      [&](std::string_view name, const LoopNest&) { seen.emplace_back(name); });
   const std::vector<std::string> want = {"lower",           "channels_last_backprop_data",
                                          "position_vectors",
-                                         "stride_residue_split", "border_peel",
+                                         "stride_residue_split", "pad_transposed_out_backprop",
+                                         "border_peel",
                                          "pack_filter",     "block_channels",
                                          "deinterleave_multiplier", "channels_last_out_backprop",
                                          "register_tile",   "pair_reduction",
@@ -759,6 +760,67 @@ TEST(IrPassText, ElementwiseRowsStopWherePixelsShareL1Sets) {
   EXPECT_GT(widest_rows(8, true), 4);
   EXPECT_GT(widest_rows(16, true), 4);
   EXPECT_EQ(widest_rows(32, true), 4);
+}
+
+// A 2-channel input gradient takes the W-vector form: its tiles read dy through the transposed
+// copy dyt, which gets a zero column on each side (the taps reach W positions -1 and 5 of 5)
+// and none in H (the one row always holds); the guards go, so border_peel finds nothing to
+// split.
+TEST(IrPassText, PadTransposedOutBackpropZeroesTheColumnsTheTapsReach) {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.n = 1;
+  p.ih = 2;
+  p.iw = 12;
+  p.ic = p.filter_in = 2;
+  p.kh = 2;
+  p.kw = 3;
+  p.oc = 3;
+  p.oh = 1;
+  p.ow = 5;
+  p.stride_h = p.stride_w = 2;
+  const Target t = avx2_target(1 << 20);
+  LoopNest n = stride_residue_split(position_vectors(lower(p), t), t);
+  EXPECT_EQ(print(pad_transposed_out_backprop(std::move(n), t)), R"(kernel backprop_data float32 NHWC "wvec res2x2 zpad"
+buffer dx X float32 dims [1, 2, 12, 2] strides [48, 24, 2, 1]
+buffer w W float32 dims [2, 3, 2, 3] strides [18, 6, 3, 1]
+buffer dy Y float32 dims [1, 1, 5, 3] strides [15, 15, 3, 1]
+buffer dyt scratch float32 dims [1, 1, 7, 3] strides [21, 21, 1, 7]
+for tn in [0, 1):
+  for zh in [0, 1):
+    for zo in [0, 3):
+      for zw in [0, 1):
+        store dyt[tn, zh, zw, zo] = 0
+  for zh in [0, 1):
+    for zo in [0, 3):
+      for zw in [6, 7):
+        store dyt[tn, zh, zw, zo] = 0
+  for toh in [0, 1):
+    for to in [0, 3):
+      for tow in [0, 5):
+        store dyt[tn, toh, tow + 1, to] = dy[tn, toh, tow, to]
+for n in [0, 1):
+  for qh in [0, 1) "residue 0":
+    for i in [0, 2):
+      for qw in [0, 6) "residue 0":
+        tile r:1 x v:1
+          reduce o in [0, 3) jh in [0, 1) jw in [0, 2)
+          dx[n, 2*qh, 2*qw, i] = dyt[n, qh - jh, qw - jw + 1, o] * w[2*jh, 2*jw, i, o]
+      for qw in [0, 6) "residue 1":
+        tile r:1 x v:1
+          reduce o in [0, 3) jh in [0, 1) jw in [0, 1)
+          dx[n, 2*qh, 2*qw + 1, i] = dyt[n, qh - jh, qw - jw + 1, o] * w[2*jh, 2*jw + 1, i, o]
+  for qh in [0, 1) "residue 1":
+    for i in [0, 2):
+      for qw in [0, 6) "residue 0":
+        tile r:1 x v:1
+          reduce o in [0, 3) jh in [0, 1) jw in [0, 2)
+          dx[n, 2*qh + 1, 2*qw, i] = dyt[n, qh - jh, qw - jw + 1, o] * w[2*jh + 1, 2*jw, i, o]
+      for qw in [0, 6) "residue 1":
+        tile r:1 x v:1
+          reduce o in [0, 3) jh in [0, 1) jw in [0, 1)
+          dx[n, 2*qh + 1, 2*qw + 1, i] = dyt[n, qh - jh, qw - jw + 1, o] * w[2*jh + 1, 2*jw + 1, i, o]
+)");
 }
 
 // The tiles writing the op's output, streamed or not; every streamed one must write whole

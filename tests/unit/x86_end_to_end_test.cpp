@@ -177,6 +177,9 @@ std::vector<Geometry> geometries() {
       // around the whole image (a filter too large to stay in L2 between rows).
       {"channel_blocks_rows", 1, 5, 6, 72, 3, 3, 72, 24, 1, 1, 1, 1, Padding::kSame, {}},
       {"channel_blocks_image", 1, 4, 5, 136, 3, 3, 136, 128, 2, 1, 1, 1, Padding::kSame, {}},
+      // Two channels across a wide row: the data gradient's W-vector form over a zero-padded
+      // transposed dy (small_odd's kind).
+      {"few_channels_wide", 2, 7, 23, 2, 3, 5, 2, 7, 2, 2, 1, 1, Padding::kSame, {}},
   };
 }
 

@@ -23,6 +23,11 @@ LoopNest position_vectors(LoopNest nest, const Target& target);
 /// every divisibility guard disappears. Afterwards all indices are affine.
 LoopNest stride_residue_split(LoopNest nest, const Target& target);
 
+/// Backprop data in the W-vector form: zero rows and columns around each image of the
+/// transposed dy copy, as wide as the taps reach, so the tiles need no guards on it and W and
+/// H get no border parts.
+LoopNest pad_transposed_out_backprop(LoopNest nest, const Target& target);
+
 /// Splits loops whose variable appears in tile guards into border parts and an interior where
 /// every guard provably holds and is removed. Short border parts are unrolled to single
 /// iterations, whose guards become tighter reduce-loop bounds.

@@ -1,0 +1,167 @@
+// Zero borders around the transposed dy (backprop data in the W-vector form). There the tiles'
+// vectors run along W, and border_peel would give every W position whose taps leave dy a tile
+// of its own: a single-lane vector per column. With 3 to 5 border columns per side that was a
+// fifth of small_odd's outputs (23 wide) computed at an eighth of the lanes, and one more tile
+// variant per border column and residue in every kernel's code. The transposed copy is made by
+// the kernel anyway, so it gets zero rows and columns around each image, wide enough for every
+// tap any tile reaches; the guards that kept the taps inside dy then always hold on real data
+// or read a zero, and are dropped. The residue rows become one guard-free loop each.
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <optional>
+#include <span>
+
+#include "ir/passes/pass_util.hpp"
+#include "ir/passes/passes.hpp"
+
+namespace convjit::ir {
+namespace {
+
+// The logical dims of dy (and of its copies): n, oh, ow, oc.
+constexpr std::size_t kH = 1, kW = 2, kC = 3;
+
+// Whether every write to buffer `s` is a Store in a top-level loop over the batch that
+// indexes `s` by the loop's own variable, and no such loop reads `s` (an operand copy).
+bool copied_per_image(const LoopNest& nest, int s) {
+  bool ok = true;
+  for (const Stmt& st : nest.body) {
+    const auto* l = std::get_if<Loop>(&st.node);
+    bool writes = false;
+    for_each_access(std::span(&st, 1), [&](const Access& a, bool write) {
+      if (a.buffer == s && write) writes = true;
+    });
+    if (!writes) continue;
+    if (l == nullptr || has_tile(l->body)) return false;
+    const Affine own = Affine::var(l->var);
+    for_each_access(l->body, [&](const Access& a, bool write) {
+      if (a.buffer != s) return;
+      ok = ok && write && a.index[0].divisor == 1 && a.index[0].numer == own;
+    });
+  }
+  return ok;
+}
+
+// A loop over [begin, end) of a fresh variable around `body(var)`.
+Stmt loop_over(LoopNest& nest, const char* name, std::int64_t begin, std::int64_t end,
+               const std::function<Stmt(const Affine&)>& body) {
+  Loop l;
+  l.var = nest.new_var(name);
+  l.begin = begin;
+  l.end = end;
+  l.body.push_back(body(Affine::var(l.var)));
+  return Stmt{std::move(l)};
+}
+
+// Zero stores into image `image` of `s` over rows [h0, h1) and columns [w0, w1), every
+// channel, W innermost (the contiguous dimension).
+Stmt zero_box(LoopNest& nest, int s, const Affine& image, std::int64_t h0, std::int64_t h1,
+              std::int64_t w0, std::int64_t w1) {
+  const std::int64_t channels = nest.buffers[static_cast<std::size_t>(s)].dims[kC];
+  return loop_over(nest, "zh", h0, h1, [&](const Affine& h) {
+    return loop_over(nest, "zo", 0, channels, [&](const Affine& o) {
+      return loop_over(nest, "zw", w0, w1, [&](const Affine& w) {
+        Store st;
+        st.dst = Access{s, {IndexExpr(image), IndexExpr(h), IndexExpr(w), IndexExpr(o)}};
+        return Stmt{std::move(st)};
+      });
+    });
+  });
+}
+
+// Pads buffer `s` where tiles guard its H or W index and drops those guards; returns whether
+// it added zeros (guards that always held are dropped all the same).
+bool pad(LoopNest& nest, int s) {
+  Buffer& buf = nest.buffers[static_cast<std::size_t>(s)];
+  // Per padded dim (H, W): the lowest and highest index any tile reads behind a guard.
+  std::array<Interval, 2> reach{Interval{0, buf.dims[kH] - 1}, Interval{0, buf.dims[kW] - 1}};
+  bool guarded = false, ok = true;
+  auto guard_of = [&](const Tile& t, const IndexExpr& e, std::size_t d) {
+    return std::find_if(t.guards.begin(), t.guards.end(), [&](const Guard& g) {
+      return g.expr == e && g.lo == 0 && g.hi == buf.dims[d];
+    });
+  };
+  for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges& outer) {
+    if (t.c.buffer == s) ok = false;
+    VarRanges ranges = outer;
+    if (!tile_ranges(t, &ranges)) return;
+    for (const Access* a : {&t.a, &t.b}) {
+      if (a->buffer != s) continue;
+      for (std::size_t d : {kH, kW}) {
+        const IndexExpr& e = a->index[d];
+        if (guard_of(t, e, d) == t.guards.end()) continue;
+        const std::optional<Interval> r = interval_of(e.numer, ranges);
+        if (e.divisor != 1 || !r) {
+          ok = false;
+          continue;
+        }
+        Interval& x = reach[d - kH];
+        x.lo = std::min(x.lo, r->lo);
+        x.hi = std::max(x.hi, r->hi);
+        guarded = true;
+      }
+    }
+  });
+  if (!ok || !guarded) return false;
+
+  const std::int64_t top = -reach[0].lo, left = -reach[1].lo;
+  const std::int64_t oh = buf.dims[kH], ow = buf.dims[kW];
+  const std::int64_t hp = reach[0].hi + 1 + top, wp = reach[1].hi + 1 + left;
+  // Guards go first, while the indices still match them.
+  for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
+    for (const Access* a : {&t.a, &t.b}) {
+      if (a->buffer != s) continue;
+      for (std::size_t d : {kH, kW}) {
+        auto g = guard_of(t, a->index[d], d);
+        if (g != t.guards.end()) t.guards.erase(g);
+      }
+    }
+  });
+  for_each_access(nest.body, [&](Access& a, bool) {
+    if (a.buffer != s) return;
+    a.index[kH].numer.constant += top;
+    a.index[kW].numer.constant += left;
+  });
+  const std::int64_t channels = buf.dims[kC];
+  buf.dims[kH] = hp;
+  buf.dims[kW] = wp;
+  buf.strides = {hp * channels * wp, channels * wp, 1, wp};
+
+  for (Stmt& st : nest.body) {
+    auto* l = std::get_if<Loop>(&st.node);
+    if (l == nullptr || has_tile(l->body)) continue;
+    bool writes = false;
+    for_each_access(l->body, [&](const Access& a, bool) { writes = writes || a.buffer == s; });
+    if (!writes) continue;
+    const Affine image = Affine::var(l->var);
+    std::vector<Stmt> zeros;
+    if (left > 0) zeros.push_back(zero_box(nest, s, image, 0, hp, 0, left));
+    if (wp > left + ow) zeros.push_back(zero_box(nest, s, image, 0, hp, left + ow, wp));
+    if (top > 0) zeros.push_back(zero_box(nest, s, image, 0, top, left, left + ow));
+    if (hp > top + oh) zeros.push_back(zero_box(nest, s, image, top + oh, hp, left, left + ow));
+    l->body.insert(l->body.begin(), std::make_move_iterator(zeros.begin()),
+                   std::make_move_iterator(zeros.end()));
+  }
+  return top > 0 || left > 0 || hp > top + oh || wp > left + ow;
+}
+
+}  // namespace
+
+LoopNest pad_transposed_out_backprop(LoopNest nest, const Target& target) {
+  (void)target;
+  const int y = nest.buffer_of_kind(BufferKind::kY);
+  if (nest.problem.direction != ConvDirection::kBackpropData || y < 0) return nest;
+  for (std::size_t i = 0; i < nest.buffers.size(); ++i) {
+    const Buffer& b = nest.buffers[i];
+    // A scratch copy of dy with W contiguous: the W-vector form's operand.
+    if (b.kind != BufferKind::kScratch || b.dims != nest.buffers[static_cast<std::size_t>(y)].dims ||
+        b.strides[kW] != 1) {
+      continue;
+    }
+    const int s = static_cast<int>(i);
+    if (copied_per_image(nest, s) && pad(nest, s)) add_summary(nest, "zpad");
+  }
+  return nest;
+}
+
+}  // namespace convjit::ir
