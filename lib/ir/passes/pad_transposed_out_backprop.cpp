@@ -154,8 +154,8 @@ LoopNest pad_transposed_out_backprop(LoopNest nest, const Target& target) {
   for (std::size_t i = 0; i < nest.buffers.size(); ++i) {
     const Buffer& b = nest.buffers[i];
     // A scratch copy of dy with W contiguous: the W-vector form's operand.
-    if (b.kind != BufferKind::kScratch || b.dims != nest.buffers[static_cast<std::size_t>(y)].dims ||
-        b.strides[kW] != 1) {
+    if (b.kind != BufferKind::kScratch ||
+        b.dims != nest.buffers[static_cast<std::size_t>(y)].dims || b.strides[kW] != 1) {
       continue;
     }
     const int s = static_cast<int>(i);
