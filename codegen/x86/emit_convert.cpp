@@ -249,12 +249,16 @@ int Emitter::round_to_bf16(int src, int t1, int t2) {
   return t1;
 }
 
-void Emitter::store_vector_nontemporal(int src, DType dtype, const VecRef& ref) {
+void Emitter::store_vector_nontemporal(int src, DType dtype, const VecRef& ref, int t1, int t2) {
   const Address a = ptr[lane_addr(ref, 0, dtype_size(dtype))];
-  if (dtype == DType::kFloat64) {
-    vmovntpd(a, vreg(src));
-  } else {
-    vmovntps(a, vreg(src));
+  switch (dtype) {
+    case DType::kFloat32: vmovntps(a, vreg(src)); break;
+    case DType::kFloat64: vmovntpd(a, vreg(src)); break;
+    case DType::kHalf:
+      vcvtps2ph(hreg(t1), vreg(src), 0);
+      vmovntdq(a, hreg(t1));
+      break;
+    case DType::kBFloat16: vmovntdq(a, hreg(round_to_bf16(src, t1, t2))); break;
   }
 }
 

@@ -347,34 +347,37 @@ void Emitter::emit_tile(const ir::Tile& t) {
           for (std::int64_t v = v0; v < v0 + nvg; ++v) {
             const VecRef ref = ref_of(c, r, v, 0, r8);
             if (nontemporal) {
-              store_vector_nontemporal(acc_reg(r, v), c.dtype, ref);
+              store_vector_nontemporal(acc_reg(r, v), c.dtype, ref, ta, tb);
             } else {
               store_vector(acc_reg(r, v), c.dtype, ref, ta, tb);
             }
           }
         }
       };
-      // Streamed only from a line-aligned start (the pass checked that the rows and vectors
-      // then cover whole lines); the caller's pointer decides at run time, since a
-      // non-temporal store to a misaligned address faults.
-      if (t.stream && tail == vl && c.shape == ColumnShape::kContiguous &&
-          (c.dtype == DType::kFloat32 || c.dtype == DType::kFloat64)) {
-        Label plain, done;
-        test(r8.cvt8(), kCacheLineBytes - 1);
-        jnz(plain, T_NEAR);
-        store_all(true);
-        jmp(done, T_NEAR);
-        L(plain);
-        store_all(false);
-        L(done);
-        streamed_ = true;
-      } else {
-        store_all(false);
-      }
+      emit_tile_stores(t.stream && tail == vl && c.shape == ColumnShape::kContiguous, store_all);
     }
   }
   release_reduce_counters(t);
   k1_count_ = -1;
+}
+
+void Emitter::emit_tile_stores(bool stream, const std::function<void(bool)>& store_all) {
+  if (!stream) {
+    store_all(false);
+    return;
+  }
+  // Streamed only from a line-aligned start (the pass checked that the rows and vectors then
+  // cover whole lines); the caller's pointer decides at run time, since a non-temporal store
+  // to a misaligned address faults.
+  Label plain, done;
+  test(r8.cvt8(), kCacheLineBytes - 1);
+  jnz(plain, T_NEAR);
+  store_all(true);
+  jmp(done, T_NEAR);
+  L(plain);
+  store_all(false);
+  L(done);
+  streamed_ = true;
 }
 
 }  // namespace convjit::codegen::x86

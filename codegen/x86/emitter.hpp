@@ -68,6 +68,9 @@ class Emitter : public Xbyak::CodeGenerator {
   void emit_tile(const ir::Tile& tile);
   // A paired bfloat16 tile: one vdpbf16ps per (row, vector) per pair of reduction points.
   void emit_paired_tile(const ir::Tile& tile);
+  // A tile's accumulators written back by `store_all(nontemporal)`: when `stream`, past the
+  // caches if the output pointer r8 starts a cache line at run time and plainly otherwise.
+  void emit_tile_stores(bool stream, const std::function<void(bool)>& store_all);
 
   // ---- a tile's reduction loops (emit_reduce.cpp)
   // Where the innermost reduce loop's unrolled copies are: its variable and step, and the a
@@ -119,9 +122,10 @@ class Emitter : public Xbyak::CodeGenerator {
   void load_broadcast(int dst, DType dtype, const Xbyak::RegExp& addr);
   // Stores vector `src` (clobbered for 16-bit dtypes) using temporaries t1, t2.
   void store_vector(int src, DType dtype, const VecRef& ref, int t1, int t2);
-  // A full contiguous f32/f64 vector stored past the caches to a vector-aligned address
-  // (vmovntps/vmovntpd); the function ends with an sfence once any was emitted.
-  void store_vector_nontemporal(int src, DType dtype, const VecRef& ref);
+  // A full contiguous vector stored past the caches (vmovntps/pd, or vmovntdq of the 16-bit
+  // half-width register) to an address aligned to its width; like store_vector, `src` may be
+  // clobbered and t1, t2 are temporaries. The function ends with an sfence once any was emitted.
+  void store_vector_nontemporal(int src, DType dtype, const VecRef& ref, int t1, int t2);
   static constexpr int kCacheLineBytes = 64;
   // Rounds f32 lanes of `src` to bfloat16 words; returns the register index whose half-width
   // register holds them. Uses t1, t2 (and may clobber src).

@@ -297,6 +297,14 @@ TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
     ASSERT_TRUE(c.code);
     EXPECT_EQ(c.disassembly.find("vmovnt"), std::string::npos) << c.code->name();
     EXPECT_EQ(c.disassembly.find("sfence"), std::string::npos) << c.code->name();
+    // bfloat16 streams the rounded half-width register.
+    t.llc_bytes = 0;
+    Compiled b = compile_for_target(
+        problem_of(OpKind::kConv2DBackpropInput, DType::kBFloat16, 64), t);
+    ASSERT_TRUE(b.code);
+    const std::regex half_store(fmt::format(R"(vmovntdq \w+ PTR \[[^\]]+\],{}\d+)",
+                                            isa == ir::Isa::kAvx512 ? "ymm" : "xmm"));
+    EXPECT_TRUE(std::regex_search(b.disassembly, half_store)) << b.code->name();
   }
 }
 

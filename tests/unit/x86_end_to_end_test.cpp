@@ -220,7 +220,7 @@ TEST(X86EndToEndStream, StreamedOutputsMatchWhereverTheOutputStarts) {
   for (ir::Target target : targets(2)) {
     target.llc_bytes = 0;
     for (ConvDirection dir : {ConvDirection::kForward, ConvDirection::kBackpropData}) {
-      for (DType dtype : {DType::kFloat32, DType::kFloat64}) {
+      for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kHalf}) {
         for (const Geometry& g : geometries()) {
           const ConvProblem p = make_problem(g, dir, dtype, DataFormat::kNHWC);
           for (std::int64_t offset : {0, 4, 32}) {

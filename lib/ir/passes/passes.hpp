@@ -73,7 +73,7 @@ LoopNest merge_equal_parts(LoopNest nest, const Target& target);
 LoopNest privatize_batch_copies(LoopNest nest, const Target& target);
 
 /// Data gradients (and the forward op) whose output outgrows the last-level cache: marks the
-/// tiles that write whole cache lines of it, and nothing else touches it, for non-temporal
+/// tiles that write whole cache lines of it, when nothing else touches it, for non-temporal
 /// stores.
 LoopNest stream_output_stores(LoopNest nest, const Target& target);
 

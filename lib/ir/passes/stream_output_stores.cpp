@@ -42,7 +42,7 @@ bool written_once_by_tiles(std::vector<Stmt>& body, int out) {
       if (const auto* l = std::get_if<Loop>(&s.node)) {
         walk(l->body);
       } else if (const auto* t = std::get_if<Tile>(&s.node)) {
-        if (t->c.buffer == out && (t->accumulate || t->paired)) ok = false;
+        if (t->c.buffer == out && t->accumulate) ok = false;
       } else if (std::get<Store>(s.node).dst.buffer == out) {
         ok = false;
       }
@@ -58,10 +58,8 @@ LoopNest stream_output_stores(LoopNest nest, const Target& target) {
   if (target.vector_bytes == 0) return nest;  // the interpreter has no such stores
   const int out = nest.buffer_of_kind(output_kind(nest.problem));
   if (out < 0) return nest;
-  const DType dtype = nest.buffers[static_cast<std::size_t>(out)].dtype;
-  // 16-bit outputs are stored from half-width registers: half a line per vector.
-  if (dtype != DType::kFloat32 && dtype != DType::kFloat64) return nest;
-  const std::int64_t eb = dtype_size(dtype);
+  // 16-bit outputs are stored from half-width registers: a line takes two vectors.
+  const std::int64_t eb = dtype_size(nest.buffers[static_cast<std::size_t>(out)].dtype);
   const std::int64_t bytes = nest.problem.elements(nest.problem.output_role()) * eb;
   if (bytes <= target.llc_bytes || !written_once_by_tiles(nest.body, out)) return nest;
 
