@@ -107,19 +107,13 @@ void Emitter::emit_paired_tile(const ir::Tile& t) {
       };
       if (!start.empty) emit_reduce_levels(t, a, b, nrg * nvg, &cur, k_step);
 
-      emit_tile_stores(t.stream && tail == vl && c.shape == ColumnShape::kContiguous,
-                       [&](bool nontemporal) {
-                         for (std::int64_t r = r0; r < r0 + nrg; ++r) {
-                           for (std::int64_t v = v0; v < v0 + nvg; ++v) {
-                             const VecRef ref = ref_of(c, r, v, r8);
-                             if (nontemporal) {
-                               store_vector_nontemporal(acc_reg(r, v), c.dtype, ref, t1, t2);
-                             } else {
-                               store_vector(acc_reg(r, v), c.dtype, ref, t1, t2);
-                             }
-                           }
-                         }
-                       });
+      std::vector<TileStore> stores;
+      for (std::int64_t r = r0; r < r0 + nrg; ++r) {
+        for (std::int64_t v = v0; v < v0 + nvg; ++v) {
+          stores.push_back({acc_reg(r, v), ref_of(c, r, v, r8)});
+        }
+      }
+      emit_tile_stores(t, c, tail == vl, stores, t1, t2);
     }
   }
   release_reduce_counters(t);

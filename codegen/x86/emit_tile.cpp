@@ -342,27 +342,31 @@ void Emitter::emit_tile(const ir::Tile& t) {
 
       if (!start.empty) emit_reduce_levels(t, a, b, nrg * nvg, &cur, k_step);
 
-      auto store_all = [&](bool nontemporal) {
-        for (std::int64_t r = r0; r < r0 + nrg; ++r) {
-          for (std::int64_t v = v0; v < v0 + nvg; ++v) {
-            const VecRef ref = ref_of(c, r, v, 0, r8);
-            if (nontemporal) {
-              store_vector_nontemporal(acc_reg(r, v), c.dtype, ref, ta, tb);
-            } else {
-              store_vector(acc_reg(r, v), c.dtype, ref, ta, tb);
-            }
-          }
+      std::vector<TileStore> stores;
+      for (std::int64_t r = r0; r < r0 + nrg; ++r) {
+        for (std::int64_t v = v0; v < v0 + nvg; ++v) {
+          stores.push_back({acc_reg(r, v), ref_of(c, r, v, 0, r8)});
         }
-      };
-      emit_tile_stores(t.stream && tail == vl && c.shape == ColumnShape::kContiguous, store_all);
+      }
+      emit_tile_stores(t, c, tail == vl, stores, ta, tb);
     }
   }
   release_reduce_counters(t);
   k1_count_ = -1;
 }
 
-void Emitter::emit_tile_stores(bool stream, const std::function<void(bool)>& store_all) {
-  if (!stream) {
+void Emitter::emit_tile_stores(const ir::Tile& t, const AccessInfo& c, bool whole_vectors,
+                               const std::vector<TileStore>& stores, int t1, int t2) {
+  auto store_all = [&](bool nontemporal) {
+    for (const TileStore& s : stores) {
+      if (nontemporal) {
+        store_vector_nontemporal(s.acc, c.dtype, s.ref, t1, t2);
+      } else {
+        store_vector(s.acc, c.dtype, s.ref, t1, t2);
+      }
+    }
+  };
+  if (!t.stream || !whole_vectors || c.shape != ColumnShape::kContiguous) {
     store_all(false);
     return;
   }
@@ -370,7 +374,7 @@ void Emitter::emit_tile_stores(bool stream, const std::function<void(bool)>& sto
   // cover whole lines); the caller's pointer decides at run time, since a non-temporal store
   // to a misaligned address faults.
   Label plain, done;
-  test(r8.cvt8(), kCacheLineBytes - 1);
+  test(r8.cvt8(), ir::Target::kCacheLineBytes - 1);
   jnz(plain, T_NEAR);
   store_all(true);
   jmp(done, T_NEAR);

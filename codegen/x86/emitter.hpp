@@ -68,9 +68,16 @@ class Emitter : public Xbyak::CodeGenerator {
   void emit_tile(const ir::Tile& tile);
   // A paired bfloat16 tile: one vdpbf16ps per (row, vector) per pair of reduction points.
   void emit_paired_tile(const ir::Tile& tile);
-  // A tile's accumulators written back by `store_all(nontemporal)`: when `stream`, past the
-  // caches if the output pointer r8 starts a cache line at run time and plainly otherwise.
-  void emit_tile_stores(bool stream, const std::function<void(bool)>& store_all);
+  // One accumulator of a tile and where it goes.
+  struct TileStore {
+    int acc;
+    VecRef ref;
+  };
+  // A tile's accumulators written back to `c` (t1, t2 temporaries): when the tile streams and
+  // all its vectors are whole, past the caches if the output pointer r8 starts a cache line at
+  // run time and plainly otherwise.
+  void emit_tile_stores(const ir::Tile& t, const AccessInfo& c, bool whole_vectors,
+                        const std::vector<TileStore>& stores, int t1, int t2);
 
   // ---- a tile's reduction loops (emit_reduce.cpp)
   // Where the innermost reduce loop's unrolled copies are: its variable and step, and the a
@@ -126,7 +133,6 @@ class Emitter : public Xbyak::CodeGenerator {
   // half-width register) to an address aligned to its width; like store_vector, `src` may be
   // clobbered and t1, t2 are temporaries. The function ends with an sfence once any was emitted.
   void store_vector_nontemporal(int src, DType dtype, const VecRef& ref, int t1, int t2);
-  static constexpr int kCacheLineBytes = 64;
   // Rounds f32 lanes of `src` to bfloat16 words; returns the register index whose half-width
   // register holds them. Uses t1, t2 (and may clobber src).
   int round_to_bf16(int src, int t1, int t2);

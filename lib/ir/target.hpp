@@ -17,6 +17,7 @@ struct Target {
   bool has_avx512_bf16 = false;
   std::int64_t l1_bytes = 32 * 1024;
   std::int64_t l2_bytes = 1024 * 1024;
+  static constexpr std::int64_t kCacheLineBytes = 64;  // every x86 core
   // The last-level cache one core's data lives in (a Zen CCX's L3, a server part's slice
   // share): an output larger than this is evicted before anyone reads it back, so its tiles
   // write it with non-temporal stores.

@@ -33,7 +33,6 @@ constexpr double kL2Share = 0.5;
 // x per pixel. Measured on the benchmark suite: chunks of a half or a quarter of L1 ran
 // 10-25% slower than a fifth (the tiles' dW lines and the next tap's x rows need the rest).
 constexpr double kL1Share = 0.2;
-constexpr std::int64_t kLineBytes = 64;
 // Most constant chunk parts emitted (each copies the tile nest) before chunks grow instead.
 constexpr std::int64_t kMaxConstantChunks = 8;
 
@@ -83,7 +82,7 @@ std::int64_t chunk_rows(LoopNest& nest, const Target& target) {
     while (rows > 1 && chunk_bytes(p, rows) > budget) --rows;
     return rows;
   }
-  const std::int64_t per_pixel = cols * dtype_size(p.dtype) + kLineBytes;
+  const std::int64_t per_pixel = cols * dtype_size(p.dtype) + Target::kCacheLineBytes;
   const auto pixels =
       static_cast<std::int64_t>(kL1Share * static_cast<double>(target.l1_bytes)) / per_pixel;
   return std::clamp<std::int64_t>(pixels / std::max<std::int64_t>(p.ow, 1), 1,

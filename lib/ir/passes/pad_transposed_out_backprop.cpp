@@ -21,25 +21,29 @@ namespace {
 // The logical dims of dy (and of its copies): n, oh, ow, oc.
 constexpr std::size_t kH = 1, kW = 2, kC = 3;
 
-// Whether every write to buffer `s` is a Store in a top-level loop over the batch that
-// indexes `s` by the loop's own variable, and no such loop reads `s` (an operand copy).
-bool copied_per_image(const LoopNest& nest, int s) {
-  bool ok = true;
-  for (const Stmt& st : nest.body) {
-    const auto* l = std::get_if<Loop>(&st.node);
+// The top-level loops that copy into buffer `s` image by image: every statement writing `s`
+// must be a loop over the batch whose Stores only write it, indexed by the loop's own
+// variable. Empty when some write to `s` is anything else.
+std::vector<Loop*> per_image_copies(LoopNest& nest, int s) {
+  std::vector<Loop*> copies;
+  for (Stmt& st : nest.body) {
     bool writes = false;
     for_each_access(std::span(&st, 1), [&](const Access& a, bool write) {
       if (a.buffer == s && write) writes = true;
     });
     if (!writes) continue;
-    if (l == nullptr || has_tile(l->body)) return false;
+    auto* l = std::get_if<Loop>(&st.node);
+    if (l == nullptr || has_tile(l->body)) return {};
     const Affine own = Affine::var(l->var);
+    bool ok = true;
     for_each_access(l->body, [&](const Access& a, bool write) {
       if (a.buffer != s) return;
       ok = ok && write && a.index[0].divisor == 1 && a.index[0].numer == own;
     });
+    if (!ok) return {};
+    copies.push_back(l);
   }
-  return ok;
+  return copies;
 }
 
 // A loop over [begin, end) of a fresh variable around `body(var)`.
@@ -69,9 +73,10 @@ Stmt zero_box(LoopNest& nest, int s, const Affine& image, std::int64_t h0, std::
   });
 }
 
-// Pads buffer `s` where tiles guard its H or W index and drops those guards; returns whether
-// it added zeros (guards that always held are dropped all the same).
-bool pad(LoopNest& nest, int s) {
+// Pads buffer `s`, filled by the loops `copies`, where tiles guard its H or W index and drops
+// those guards; returns whether it added zeros (guards that always held are dropped all the
+// same).
+bool pad(LoopNest& nest, int s, const std::vector<Loop*>& copies) {
   Buffer& buf = nest.buffers[static_cast<std::size_t>(s)];
   // Per padded dim (H, W): the lowest and highest index any tile reads behind a guard.
   std::array<Interval, 2> reach{Interval{0, buf.dims[kH] - 1}, Interval{0, buf.dims[kW] - 1}};
@@ -127,12 +132,7 @@ bool pad(LoopNest& nest, int s) {
   buf.dims[kW] = wp;
   buf.strides = {hp * channels * wp, channels * wp, 1, wp};
 
-  for (Stmt& st : nest.body) {
-    auto* l = std::get_if<Loop>(&st.node);
-    if (l == nullptr || has_tile(l->body)) continue;
-    bool writes = false;
-    for_each_access(l->body, [&](const Access& a, bool) { writes = writes || a.buffer == s; });
-    if (!writes) continue;
+  for (Loop* l : copies) {
     const Affine image = Affine::var(l->var);
     std::vector<Stmt> zeros;
     if (left > 0) zeros.push_back(zero_box(nest, s, image, 0, hp, 0, left));
@@ -159,7 +159,8 @@ LoopNest pad_transposed_out_backprop(LoopNest nest, const Target& target) {
       continue;
     }
     const int s = static_cast<int>(i);
-    if (copied_per_image(nest, s) && pad(nest, s)) add_summary(nest, "zpad");
+    const std::vector<Loop*> copies = per_image_copies(nest, s);
+    if (!copies.empty() && pad(nest, s, copies)) add_summary(nest, "zpad");
   }
   return nest;
 }

@@ -126,11 +126,12 @@ class RegisterTile {
   std::int64_t elementwise_row_limit(std::int64_t row_stride) const {
     constexpr std::int64_t kL1Ways = 8;  // x86 cores since Sandy Bridge and Zen
     constexpr std::int64_t kMinRows = 4;
-    constexpr std::int64_t kLineBytes = 64;
     const std::int64_t way_span = target_.l1_bytes / kL1Ways;
     const std::int64_t stride_bytes = std::llabs(row_stride) * dtype_size(nest_.problem.dtype);
     if (way_span <= 0 || stride_bytes == 0) return std::numeric_limits<std::int64_t>::max();
-    if (target_.vector_bytes < kLineBytes && stride_bytes > kLineBytes) return kMinRows;
+    if (target_.vector_bytes < Target::kCacheLineBytes && stride_bytes > Target::kCacheLineBytes) {
+      return kMinRows;
+    }
     const std::int64_t distinct = way_span / std::gcd(stride_bytes, way_span);
     return std::max(distinct, kMinRows);
   }

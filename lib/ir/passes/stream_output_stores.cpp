@@ -15,8 +15,6 @@
 namespace convjit::ir {
 namespace {
 
-constexpr std::int64_t kLineBytes = 64;
-
 BufferKind output_kind(const ConvProblem& p) {
   switch (p.output_role()) {
     case TensorRole::kX:
@@ -70,8 +68,8 @@ LoopNest stream_output_stores(LoopNest nest, const Target& target) {
     if (!flatten_access(nest, t.c, &offset) || offset.coef_of(t.col_var) != 1) return;
     // Every row's vectors cover whole lines when the tile starts on a line, which the
     // generated code checks before it streams.
-    if ((t.cols * eb) % kLineBytes != 0) return;
-    if (t.rows > 1 && (offset.coef_of(t.row_var) * eb) % kLineBytes != 0) return;
+    if ((t.cols * eb) % Target::kCacheLineBytes != 0) return;
+    if (t.rows > 1 && (offset.coef_of(t.row_var) * eb) % Target::kCacheLineBytes != 0) return;
     t.stream = true;
     any = true;
   });
