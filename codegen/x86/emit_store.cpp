@@ -72,7 +72,16 @@ bool Emitter::try_emit_vector_store_loop(const ir::Loop& loop) {
     dec(r10);
     jnz(head, T_NEAR);
   }
-  if (tail > 0) body(tail);
+  if (tail > 0 && full > 0 && !store->accumulate && (!has_src || src.buffer != dst.buffer)) {
+    // A copy or zero fill may store the last whole vector again over elements it already
+    // wrote, with the same values, instead of a masked part of one (slow on AMD): step back.
+    const std::int64_t back = static_cast<std::int64_t>(vl) - tail;
+    add_imm(r8, -back * dst.col_coef * dst.elem_bytes);
+    if (has_src) add_imm(r9, -back * src.col_coef * src.elem_bytes);
+    body(static_cast<int>(vl));
+  } else if (tail > 0) {
+    body(tail);
+  }
   k1_count_ = -1;
   return true;
 }

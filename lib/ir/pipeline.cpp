@@ -1,5 +1,6 @@
 // The schedule pipeline. Order matters: the vector dimension first (it reorders the lowered
-// loops), residues next (everything after sees affine indices), then borders (so the interior
+// loops), residues next (everything after sees affine indices), zero-padded copies of dy for
+// the W-vector tiles (which remove most borders), then borders (so the interior
 // tiles have no guards), packing, channel blocks (whole pixel sweeps per block of the packed
 // filter), register tiles over the guard-free interior, bfloat16 reduction pairs (they rewrite
 // the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after
@@ -19,6 +20,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"channels_last_backprop_data", &channels_last_backprop_data},
       {"position_vectors", &position_vectors},
       {"stride_residue_split", &stride_residue_split},
+      {"copy_channels_first_out_backprop", &copy_channels_first_out_backprop},
       {"pad_transposed_out_backprop", &pad_transposed_out_backprop},
       {"border_peel", &border_peel},
       {"pack_filter", &pack_filter},

@@ -4,6 +4,8 @@
 // chunked reduction), not just its numerical result, which ir_schedule_sweep_test checks.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "ir/lower.hpp"
 #include "ir/passes/pass_util.hpp"
 #include "ir/passes/passes.hpp"
@@ -613,15 +615,23 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
   std::vector<std::string> seen;
   lower_and_schedule(strided_backprop_data(), Target::generic(1),
                      [&](std::string_view name, const LoopNest&) { seen.emplace_back(name); });
-  const std::vector<std::string> want = {"lower",           "channels_last_backprop_data",
+  const std::vector<std::string> want = {"lower",
+                                         "channels_last_backprop_data",
                                          "position_vectors",
-                                         "stride_residue_split", "pad_transposed_out_backprop",
+                                         "stride_residue_split",
+                                         "copy_channels_first_out_backprop",
+                                         "pad_transposed_out_backprop",
                                          "border_peel",
-                                         "pack_filter",     "block_channels",
-                                         "deinterleave_multiplier", "channels_last_out_backprop",
-                                         "register_tile",   "pair_reduction",
-                                         "block_reduction", "merge_equal_parts",
-                                         "privatize_batch_copies", "stream_output_stores",
+                                         "pack_filter",
+                                         "block_channels",
+                                         "deinterleave_multiplier",
+                                         "channels_last_out_backprop",
+                                         "register_tile",
+                                         "pair_reduction",
+                                         "block_reduction",
+                                         "merge_equal_parts",
+                                         "privatize_batch_copies",
+                                         "stream_output_stores",
                                          "parallelize"};
   EXPECT_EQ(seen, want);
 }
@@ -823,6 +833,89 @@ for n in [0, 1):
 )");
 }
 
+// dX of an NCHW depthwise 1x2x4x5 input, 3x3 filter, depth multiplier 2, SAME (1 on each side).
+ConvProblem nchw_depthwise_backprop_data() {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.format = DataFormat::kNCHW;
+  p.depthwise = true;
+  p.n = 1;
+  p.ih = p.oh = 4;
+  p.iw = p.ow = 5;
+  p.ic = p.groups = 2;
+  p.filter_in = 1;
+  p.oc = 4;
+  p.kh = p.kw = 3;
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+  return p;
+}
+
+// Each group's M planes are copied right before the tiles that read them, into a slot of M
+// zero-bordered planes per image; the tiles lose their guards.
+TEST(IrPassText, CopyChannelsFirstOutBackpropPadsEachGroupsPlanes) {
+  const Target t = avx2_target(1 << 20);
+  LoopNest n = copy_channels_first_out_backprop(lower(nchw_depthwise_backprop_data()), t);
+  EXPECT_EQ(print(pad_transposed_out_backprop(std::move(n), t)),
+            R"(kernel backprop_data float32 NCHW "dyp zpad"
+buffer dx X float32 dims [1, 4, 5, 2] strides [40, 5, 1, 20]
+buffer w W float32 dims [3, 3, 1, 4] strides [12, 4, 4, 1]
+buffer dy Y float32 dims [1, 4, 5, 4] strides [80, 5, 1, 20]
+buffer dyp scratch float32 dims [1, 6, 7, 2] strides [84, 7, 1, 42]
+for n in [0, 1):
+  for zh in [0, 6):
+    for zo in [0, 2):
+      for zw in [0, 1):
+        store dyp[n, zh, zw, zo] = 0
+  for zh in [0, 6):
+    for zo in [0, 2):
+      for zw in [6, 7):
+        store dyp[n, zh, zw, zo] = 0
+  for zh in [0, 1):
+    for zo in [0, 2):
+      for zw in [1, 6):
+        store dyp[n, zh, zw, zo] = 0
+  for zh in [5, 6):
+    for zo in [0, 2):
+      for zw in [1, 6):
+        store dyp[n, zh, zw, zo] = 0
+  for g in [0, 2):
+    for po in [0, 2):
+      for poh in [0, 4):
+        for pow in [0, 5):
+          store dyp[n, poh + 1, pow + 1, po] = dy[n, poh, pow, 2*g + po]
+    for ih in [0, 4):
+      for iw in [0, 5):
+        tile r:1 x v:1
+          reduce kh in [0, 3) kw in [0, 3) o in [0, 2)
+          dx[n, ih, iw, g] = dyp[n, ih - kh + 2, iw - kw + 2, o] * w[kh, kw, 0, 2*g + o]
+)");
+}
+
+// With fewer images than threads the threads split the group loop, so each group copies into
+// planes of its own (a whole image); with enough images one slot of M planes per image,
+// which privatize_batch_copies then gives each thread.
+TEST(IrPassText, CopyChannelsFirstOutBackpropKeepsTheGroupLoopParallel) {
+  ConvProblem p = nchw_depthwise_backprop_data();
+  p.ih = p.oh = p.iw = p.ow = 64;
+  p.ic = p.groups = 32;
+  p.oc = 64;
+  Target t = avx2_target(1 << 20);
+  t.num_threads = 2;
+  auto dyp = [&](const LoopNest& nest) {
+    return std::find_if(nest.buffers.begin(), nest.buffers.end(),
+                        [](const Buffer& b) { return b.name == "dyp"; });
+  };
+  const LoopNest one = lower_and_schedule(p, t);
+  ASSERT_NE(dyp(one), one.buffers.end());
+  EXPECT_EQ(dyp(one)->dims, (std::vector<std::int64_t>{1, 66, 66, 64}));
+  EXPECT_NE(one.schedule_summary.find("par=g"), std::string::npos) << one.schedule_summary;
+  p.n = 5;
+  const LoopNest five = lower_and_schedule(p, t);
+  ASSERT_NE(dyp(five), five.buffers.end());
+  EXPECT_EQ(dyp(five)->dims, (std::vector<std::int64_t>{2, 66, 66, 2}));
+  EXPECT_NE(five.schedule_summary.find("priv=x2"), std::string::npos) << five.schedule_summary;
+}
+
 // The tiles writing the op's output, streamed or not; every streamed one must write whole
 // lines (64 bytes per row, rows a multiple of 64 bytes apart).
 struct StreamCount {
@@ -890,6 +983,9 @@ TEST(IrPassText, StreamOutputStoresMarksWholeLineTilesOfOutputsBeyondTheCache) {
   EXPECT_EQ(half_width.broken, 0);
   ConvProblem nchw = depthwise(48);
   nchw.format = DataFormat::kNCHW;
+  nchw.depthwise = false;
+  nchw.groups = 1;
+  nchw.filter_in = 48;
   const StreamCount copied = count_streamed(nchw, t);
   EXPECT_EQ(copied.streamed, 0);
   EXPECT_FALSE(copied.named);

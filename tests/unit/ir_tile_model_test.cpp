@@ -190,3 +190,27 @@ TEST(IrTileModel, KernelNameIsTheTileThatDoesMostOfTheWork) {
 
 }  // namespace
 }  // namespace convjit::ir
+
+namespace convjit::ir {
+namespace {
+
+// With a column granule (whole 64-byte lines, which streamed stores need), the main tile and
+// the column tail are both multiples of it where the extent allows, and the plain choice
+// stands where it does not.
+TEST(TileModel, ColumnGranuleKeepsTilesOnWholeLines) {
+  const TileModel m = TileModel::of(avx2(), DType::kFloat32);
+  // NCHW rows of 112 floats, one broadcast tap times a vector per column.
+  const TileShape plain = m.choose(TileForm::kOuterProduct, 1, 112, 9);
+  const TileShape lines = m.choose(TileForm::kOuterProduct, 1, 112, 9, 16);
+  EXPECT_NE(plain.cols % 16, 0) << plain.cols;  // 40 + 40 + 32 without the granule
+  EXPECT_EQ(lines.cols % 16, 0) << lines.cols;
+  EXPECT_EQ(112 % lines.cols % 16, 0) << lines.cols;
+  // 20 columns hold no whole line of 16 in a tail-free split: the plain choice.
+  const TileShape narrow = m.choose(TileForm::kOuterProduct, 1, 20, 9, 16);
+  const TileShape narrow_plain = m.choose(TileForm::kOuterProduct, 1, 20, 9);
+  EXPECT_EQ(narrow.cols, narrow_plain.cols);
+  EXPECT_EQ(narrow.rows, narrow_plain.rows);
+}
+
+}  // namespace
+}  // namespace convjit::ir

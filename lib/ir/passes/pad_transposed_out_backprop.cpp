@@ -5,10 +5,13 @@
 // variant per border column and residue in every kernel's code. The transposed copy is made by
 // the kernel anyway, so it gets zero rows and columns around each image, wide enough for every
 // tap any tile reaches; the guards that kept the taps inside dy then always hold on real data
-// or read a zero, and are dropped. The residue rows become one guard-free loop each.
+// or read a zero, and are dropped. The residue rows become one guard-free loop each. The NCHW
+// depthwise input gradient's copy of dy (copy_channels_first_out_backprop) is padded the same
+// way; there W is contiguous in dy itself, and the copy holds one group's planes.
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <numeric>
 #include <optional>
 #include <span>
 
@@ -21,9 +24,10 @@ namespace {
 // The logical dims of dy (and of its copies): n, oh, ow, oc.
 constexpr std::size_t kH = 1, kW = 2, kC = 3;
 
-// The top-level loops that copy into buffer `s` image by image: every statement writing `s`
-// must be a loop over the batch whose Stores only write it, indexed by the loop's own
-// variable. Empty when some write to `s` is anything else.
+// The top-level loops over the batch that write buffer `s`, image by image: every access to
+// `s` under them indexes its first dim by the loop's own variable, and every write is a Store
+// (a copy made by the loop, either alone or before the tiles that read it). Empty when some
+// write to `s` is anything else.
 std::vector<Loop*> per_image_copies(LoopNest& nest, int s) {
   std::vector<Loop*> copies;
   for (Stmt& st : nest.body) {
@@ -33,17 +37,37 @@ std::vector<Loop*> per_image_copies(LoopNest& nest, int s) {
     });
     if (!writes) continue;
     auto* l = std::get_if<Loop>(&st.node);
-    if (l == nullptr || has_tile(l->body)) return {};
+    if (l == nullptr) return {};
     const Affine own = Affine::var(l->var);
     bool ok = true;
-    for_each_access(l->body, [&](const Access& a, bool write) {
+    for_each_access(l->body, [&](const Access& a, bool) {
       if (a.buffer != s) return;
-      ok = ok && write && a.index[0].divisor == 1 && a.index[0].numer == own;
+      ok = ok && a.index[0].divisor == 1 && a.index[0].numer == own;
     });
+    for_each_tile(l->body, {}, [&](Tile& t, const VarRanges&) { ok = ok && t.c.buffer != s; });
     if (!ok) return {};
     copies.push_back(l);
   }
   return copies;
+}
+
+// Strides of a dense buffer of `dims` whose dims nest in the order `old` strides them (the
+// largest stride outermost): [n][oh][oc][ow] for the transposed dy, [n][oc][oh][ow] for NCHW.
+std::vector<std::int64_t> dense_strides(const std::vector<std::int64_t>& dims,
+                                        const std::vector<std::int64_t>& old) {
+  std::vector<std::size_t> order(dims.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  // Dims of one element tie: the earlier dim nests outside, as in the logical order.
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return old[a] != old[b] ? old[a] < old[b] : a > b;
+  });
+  std::vector<std::int64_t> strides(dims.size());
+  std::int64_t stride = 1;
+  for (std::size_t d : order) {
+    strides[d] = stride;
+    stride *= dims[d];
+  }
+  return strides;
 }
 
 // A loop over [begin, end) of a fresh variable around `body(var)`.
@@ -127,10 +151,9 @@ bool pad(LoopNest& nest, int s, const std::vector<Loop*>& copies) {
     a.index[kH].numer.constant += top;
     a.index[kW].numer.constant += left;
   });
-  const std::int64_t channels = buf.dims[kC];
   buf.dims[kH] = hp;
   buf.dims[kW] = wp;
-  buf.strides = {hp * channels * wp, channels * wp, 1, wp};
+  buf.strides = dense_strides(buf.dims, buf.strides);
 
   for (Loop* l : copies) {
     const Affine image = Affine::var(l->var);
@@ -153,9 +176,11 @@ LoopNest pad_transposed_out_backprop(LoopNest nest, const Target& target) {
   if (nest.problem.direction != ConvDirection::kBackpropData || y < 0) return nest;
   for (std::size_t i = 0; i < nest.buffers.size(); ++i) {
     const Buffer& b = nest.buffers[i];
-    // A scratch copy of dy with W contiguous: the W-vector form's operand.
-    if (b.kind != BufferKind::kScratch ||
-        b.dims != nest.buffers[static_cast<std::size_t>(y)].dims || b.strides[kW] != 1) {
+    // A scratch copy of dy's planes with W contiguous: the W-vector form's operand.
+    const Buffer& dy = nest.buffers[static_cast<std::size_t>(y)];
+    if (b.kind != BufferKind::kScratch || b.dims.size() != dy.dims.size() ||
+        b.dims[0] != dy.dims[0] || b.dims[kH] != dy.dims[kH] || b.dims[kW] != dy.dims[kW] ||
+        b.strides[kW] != 1) {
       continue;
     }
     const int s = static_cast<int>(i);

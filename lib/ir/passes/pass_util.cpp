@@ -229,6 +229,26 @@ std::vector<Stmt> take_prologue(LoopNest& nest) {
   return prologue;
 }
 
+int output_buffer(const LoopNest& nest) {
+  switch (nest.problem.output_role()) {
+    case TensorRole::kX:
+      return nest.buffer_of_kind(BufferKind::kX);
+    case TensorRole::kW:
+      return nest.buffer_of_kind(BufferKind::kW);
+    case TensorRole::kY:
+      return nest.buffer_of_kind(BufferKind::kY);
+  }
+  return -1;
+}
+
+bool output_outgrows_llc(const LoopNest& nest, const Target& target) {
+  const int out = output_buffer(nest);
+  if (out < 0) return false;
+  const std::int64_t bytes = nest.problem.elements(nest.problem.output_role()) *
+                             dtype_size(nest.buffers[static_cast<std::size_t>(out)].dtype);
+  return bytes > target.llc_bytes;
+}
+
 void add_summary(LoopNest& nest, const std::string& token) {
   if (!nest.schedule_summary.empty()) nest.schedule_summary += ' ';
   nest.schedule_summary += token;

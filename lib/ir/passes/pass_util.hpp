@@ -90,6 +90,13 @@ void drop_empty_tiles(std::vector<Stmt>& body);
 /// pass can restructure the rest alone and put them back in front.
 std::vector<Stmt> take_prologue(LoopNest& nest);
 
+/// The buffer the op writes (dx, dW or y); -1 when absent.
+int output_buffer(const LoopNest& nest);
+
+/// Whether the op's output is larger than the target's last-level cache: its stores then go to
+/// memory, and whole-line non-temporal stores pay (stream_output_stores).
+bool output_outgrows_llc(const LoopNest& nest, const Target& target);
+
 /// Threads worth using for `problem`: target.num_threads, or 1 when the estimated serial time
 /// saved by splitting is below the cost of waking the pool's threads a few times.
 int useful_threads(const ConvProblem& problem, const Target& target);

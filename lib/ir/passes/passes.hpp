@@ -23,6 +23,10 @@ LoopNest position_vectors(LoopNest nest, const Target& target);
 /// every divisibility guard disappears. Afterwards all indices are affine.
 LoopNest stride_residue_split(LoopNest nest, const Target& target);
 
+/// Depthwise backprop data NCHW: reads dy through a per-image scratch copy, which the next pass
+/// pads, instead of in place.
+LoopNest copy_channels_first_out_backprop(LoopNest nest, const Target& target);
+
 /// Backprop data in the W-vector form: zero rows and columns around each image of the
 /// transposed dy copy, as wide as the taps reach, so the tiles need no guards on it and W and
 /// H get no border parts.

@@ -13,7 +13,9 @@
 //                                       for nr in [0, N % T):        (n = T*(N/T) + nr)
 //                                         the same with slot nr
 //
-// The scratches shrink from N images to T (T = 1 on one thread). A scratch is privatized when
+// The scratches shrink from N images to T (T = 1 on one thread). A copy may also sit inside the
+// batch loop itself (the NCHW depthwise dy, copied group by group right before its tiles):
+// the batch loop alone is then walked the same way. A scratch is privatized when
 // every access to it is in the copy-in loop, the batch loop or the copy-out loop, indexing its
 // first dimension by exactly that loop's variable, and the loops share no other buffer one of
 // them writes.
@@ -49,7 +51,6 @@ class Privatize {
     std::vector<std::size_t> parts{b};
     if (b > 0 && is_batch_copy(b - 1)) parts.insert(parts.begin(), b - 1);
     if (b + 1 < nest_.body.size() && is_batch_copy(b + 1)) parts.push_back(b + 1);
-    if (parts.size() == 1) return false;
     // Scratches whose every access sits in these parts at their own batch index.
     std::set<int> scratches;
     for (std::size_t i = 0; i < nest_.buffers.size(); ++i) {

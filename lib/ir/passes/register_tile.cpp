@@ -40,7 +40,16 @@ std::int64_t reduce_points(const Tile& t) {
 class RegisterTile {
  public:
   RegisterTile(LoopNest& nest, const Target& target)
-      : nest_(nest), target_(target), model_(TileModel::of(target, nest.problem.dtype)) {}
+      : nest_(nest), target_(target), model_(TileModel::of(target, nest.problem.dtype)) {
+    // An output larger than the last-level cache is worth streaming, which takes tiles whose
+    // rows write whole lines: their columns then come in whole lines where the extent allows
+    // (NCHW rows of 112 floats: 48 + 48 + 16 rather than 40 + 40 + 32).
+    if (target.vector_bytes > 0 && output_outgrows_llc(nest, target)) {
+      line_output_ = output_buffer(nest);
+      line_elements_ = Target::kCacheLineBytes /
+                       dtype_size(nest.buffers[static_cast<std::size_t>(line_output_)].dtype);
+    }
+  }
 
   // `weight`: iterations of the loops around `body` (how often each statement runs).
   void stmts(std::vector<Stmt>& body, std::int64_t weight) {
@@ -163,14 +172,26 @@ class RegisterTile {
       const bool either = form == TileForm::kElementwise || form == TileForm::kNone;
       if (ok && rb != 0 && ra == 0 && either) std::swap(t.a, t.b);
       row_ok = ok && (rb == 0 || (ra == 0 && either));
+      // An outer product whose vector moves with the rows and whose broadcast does not (the
+      // NCHW depthwise tile over rows of H: dy's rows, one filter tap for all): each row
+      // reads its own vectors against one shared broadcast, the elementwise tile's pattern
+      // with a broadcast for the shared operand. Rows then share each tap's broadcast and
+      // the reduction's loop overhead, which a 14-wide plane cannot spread over its columns.
+      if (ok && form == TileForm::kOuterProduct && rb != 0 && ra == 0) {
+        std::swap(t.a, t.b);
+        form = TileForm::kElementwise;
+        row_ok = true;
+      }
     }
     const std::int64_t row_extent = row_ok ? r->trip_count() : 1;
     const std::int64_t col_extent = form != TileForm::kNone ? c.trip_count() : 1;
-    TileShape shape = model_.choose(form, row_extent, col_extent, reduce_points(t));
+    const std::int64_t granule = cc == 1 && t.c.buffer == line_output_ ? line_elements_ : 1;
+    TileShape shape = model_.choose(form, row_extent, col_extent, reduce_points(t), granule);
     if (form == TileForm::kElementwise && row_ok) {
       const std::int64_t limit = elementwise_row_limit(flat_coef(nest_, t.c, r->var, &ok));
       if (shape.rows > limit) {
-        shape = model_.choose(form, std::min(row_extent, limit), col_extent, reduce_points(t));
+        shape =
+            model_.choose(form, std::min(row_extent, limit), col_extent, reduce_points(t), granule);
       }
     }
     const std::int64_t rows = shape.rows, cols = shape.cols;
@@ -241,8 +262,28 @@ class RegisterTile {
       out.push_back(Stmt{std::move(part)});
     };
     if (main_end > c.begin) emit(c.begin, main_end, cols, "");
-    if (main_end < c.end) emit(main_end, c.end, c.end - main_end, "cols tail");
+    if (main_end < c.end) {
+      // A tail of part of a vector is stored masked (vmaskmovps on AVX2, slow on AMD). A
+      // tile that only writes its output can instead end on the last whole vector that fits,
+      // overlapping columns the main tiles already wrote with the same values (14-wide NCHW
+      // rows: 8 columns, then 8 from column 6, instead of 8 and a masked 6).
+      const std::int64_t lanes = model_.lanes();
+      const std::int64_t whole = (c.end - main_end + lanes - 1) / lanes * lanes;
+      if ((c.end - main_end) % lanes != 0 && c.trip_count() >= whole && rewrites_only(t) &&
+          nest_.problem.direction != ConvDirection::kBackpropFilter) {
+        emit(c.end - whole, c.end, whole, "cols tail, overlapping");
+      } else {
+        emit(main_end, c.end, c.end - main_end, "cols tail");
+      }
+    }
     return out;
+  }
+
+  // Whether running the tile twice over the same outputs gives what running it once does:
+  // it overwrites its outputs (no accumulation) and reads nothing it writes. (A filter
+  // gradient's tiles are still plain here; block_reduction makes them accumulate later.)
+  static bool rewrites_only(const Tile& t) {
+    return !t.accumulate && !t.paired && t.a.buffer != t.c.buffer && t.b.buffer != t.c.buffer;
   }
 
   static std::string join(const std::string& label, const char* tag) {
@@ -260,6 +301,8 @@ class RegisterTile {
   const Target& target_;
   TileModel model_;
   std::vector<Covered> covered_;
+  int line_output_ = -1;            // the output whose tiles should write whole lines
+  std::int64_t line_elements_ = 1;  // its elements per cache line
 };
 
 }  // namespace

@@ -15,18 +15,6 @@
 namespace convjit::ir {
 namespace {
 
-BufferKind output_kind(const ConvProblem& p) {
-  switch (p.output_role()) {
-    case TensorRole::kX:
-      return BufferKind::kX;
-    case TensorRole::kW:
-      return BufferKind::kW;
-    case TensorRole::kY:
-      return BufferKind::kY;
-  }
-  return BufferKind::kScratch;
-}
-
 // Whether only plain (non-accumulating) tiles touch buffer `out`: no tile or store reads it,
 // accumulates into it or zero-fills it first.
 bool written_once_by_tiles(std::vector<Stmt>& body, int out) {
@@ -54,12 +42,12 @@ bool written_once_by_tiles(std::vector<Stmt>& body, int out) {
 
 LoopNest stream_output_stores(LoopNest nest, const Target& target) {
   if (target.vector_bytes == 0) return nest;  // the interpreter has no such stores
-  const int out = nest.buffer_of_kind(output_kind(nest.problem));
-  if (out < 0) return nest;
+  const int out = output_buffer(nest);
+  if (out < 0 || !output_outgrows_llc(nest, target) || !written_once_by_tiles(nest.body, out)) {
+    return nest;
+  }
   // 16-bit outputs are stored from half-width registers: a line takes two vectors.
   const std::int64_t eb = dtype_size(nest.buffers[static_cast<std::size_t>(out)].dtype);
-  const std::int64_t bytes = nest.problem.elements(nest.problem.output_role()) * eb;
-  if (bytes <= target.llc_bytes || !written_once_by_tiles(nest.body, out)) return nest;
 
   bool any = false;
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {

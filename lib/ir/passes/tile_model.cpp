@@ -81,7 +81,7 @@ double TileModel::cycles(TileForm form, std::int64_t rows, std::int64_t vecs,
 }
 
 TileShape TileModel::choose(TileForm form, std::int64_t row_extent, std::int64_t col_extent,
-                            std::int64_t reduce_points) const {
+                            std::int64_t reduce_points, std::int64_t col_granule) const {
   if (form == TileForm::kNone) col_extent = 1;
   if (row_extent < 1 || col_extent < 1) return {};
   const std::int64_t max_vecs = std::min(kMaxColVectors, ceil_div(col_extent, lanes_));
@@ -96,13 +96,20 @@ TileShape TileModel::choose(TileForm form, std::int64_t row_extent, std::int64_t
       // streamed form measured slower than a held tile plus a column tail (NCHW 26-wide rows).
       const bool held = r * v + v + kTemporaries <= registers_;
       if (!held && std::min(v * lanes_, col_extent) % lanes_ != 0) continue;
+      const std::int64_t cols = std::min(v * lanes_, col_extent);
+      if (col_granule > 1 && (cols % col_granule != 0 || col_extent % cols % col_granule != 0)) {
+        continue;
+      }
       const double c = cycles(form, r, v, row_extent, col_extent, k);
       if (best_cycles < 0 || c < best_cycles) {
         best_cycles = c;
-        best = {r, std::min(v * lanes_, col_extent)};
+        best = {r, cols};
       }
     }
   }
+  // No shape writes whole granules: the plain choice.
+  if (best_cycles < 0 && col_granule > 1)
+    return choose(form, row_extent, col_extent, reduce_points);
   return best;
 }
 

@@ -30,9 +30,11 @@ class TileModel {
   static TileModel of(const Target& target, DType dtype);
 
   /// Best tile for `row_extent` x `col_extent` outputs, each a reduction of `reduce_points`.
-  /// `row_extent` 1 means no row blocking; `form` kNone forces cols = 1.
+  /// `row_extent` 1 means no row blocking; `form` kNone forces cols = 1. With `col_granule`
+  /// above 1, the main tile's and the column tail's cols are both multiples of it when some
+  /// shape allows that (whole cache lines per row, which streamed stores need).
   TileShape choose(TileForm form, std::int64_t row_extent, std::int64_t col_extent,
-                   std::int64_t reduce_points) const;
+                   std::int64_t reduce_points, std::int64_t col_granule = 1) const;
 
   /// Estimated cycles of the whole extent with the tile choose() picks for it.
   double best_cycles(TileForm form, std::int64_t row_extent, std::int64_t col_extent,
