@@ -375,6 +375,8 @@ void Emitter::emit_constants() {
   for (int i = 0; i < 16; ++i) dd(0x40);
   L(const_hi16_);
   for (int i = 0; i < 16; ++i) dd(0xFFFF0000u);
+  L(const_repeat_);
+  for (int i = 0; i < 32; ++i) dd(static_cast<std::uint32_t>(i / 2));
 }
 
 }  // namespace convjit::codegen::x86

@@ -86,6 +86,63 @@ bool Emitter::try_emit_vector_store_loop(const ir::Loop& loop) {
   return true;
 }
 
+bool Emitter::try_emit_repeat_store_loop(const ir::Loop& loop) {
+  if (loop.body.size() != 2 || loop.step != 1 || loop.trip_count() < 1) return false;
+  const auto* first = std::get_if<ir::Store>(&loop.body[0].node);
+  const auto* second = std::get_if<ir::Store>(&loop.body[1].node);
+  if (first == nullptr || second == nullptr || !first->has_src || !second->has_src ||
+      first->accumulate || second->accumulate || !(first->src == second->src)) {
+    return false;
+  }
+  const std::int64_t trip = loop.trip_count();
+  AccessInfo d0, d1, src;
+  if (!analyze_access(nest_, first->dst, -1, loop.var, trip, &d0) ||
+      !analyze_access(nest_, second->dst, -1, loop.var, trip, &d1) ||
+      !analyze_access(nest_, first->src, -1, loop.var, trip, &src)) {
+    return false;
+  }
+  // dst[2i + c] and dst[2i + c + 1] from src[i], f32 destination, contiguous source.
+  const ir::Affine gap = d1.offset - d0.offset;
+  if (d0.buffer != d1.buffer || d0.buffer == src.buffer || d0.dtype != DType::kFloat32 ||
+      d0.col_coef != 2 || d1.col_coef != 2 || !gap.is_constant() || gap.constant != 1 ||
+      src.shape != ColumnShape::kContiguous || src.col_coef != 1 || src.dtype == DType::kFloat64) {
+    return false;
+  }
+  const int vl = static_cast<int>(lanes(DType::kFloat32));
+  k1_count_ = -1;
+  emit_base_pointer(r8, d0, {loop.var}, loop.begin * 2);
+  emit_base_pointer(r9, src, {loop.var}, loop.begin);
+  // Index vectors: lanes 0,0,1,1,... and vl/2,vl/2,... of the source.
+  vmovups(vreg(4), ptr[rip + const_repeat_]);
+  vmovups(vreg(5), ptr[rip + const_repeat_ + vl * 4]);
+  // vpermps takes ymm or zmm operands (a Zmm is a Ymm to Xbyak).
+  auto wide = [&](int i) -> Ymm { return avx512_ ? Ymm(Zmm(i)) : Ymm(i); };
+  auto body = [&](int count) {
+    load_vector(0, src.dtype, VecRef{r9, 0, 1, count});
+    vpermps(wide(1), wide(4), wide(0));
+    store_vector(1, DType::kFloat32, VecRef{r8, 0, 1, std::min(2 * count, vl)}, 6, 7);
+    if (2 * count > vl) {
+      vpermps(wide(2), wide(5), wide(0));
+      store_vector(2, DType::kFloat32, VecRef{r8, vl * 4, 1, 2 * count - vl}, 6, 7);
+    }
+  };
+  const std::int64_t full = trip / vl;
+  const int tail = static_cast<int>(trip % vl);
+  if (full > 0) {
+    Label head;
+    mov(r10, static_cast<std::uint64_t>(full));
+    L(head);
+    body(vl);
+    add_imm(r8, 2 * vl * 4);
+    add_imm(r9, vl * src.elem_bytes);
+    dec(r10);
+    jnz(head, T_NEAR);
+  }
+  if (tail > 0) body(tail);
+  k1_count_ = -1;
+  return true;
+}
+
 void Emitter::emit_scalar_store(const ir::Store& store) {
   AccessInfo dst, src;
   // check_nest() accepted every store access, so analysis cannot fail here.

@@ -111,6 +111,9 @@ class Emitter : public Xbyak::CodeGenerator {
 
   // ---- stores (emit_store.cpp)
   bool try_emit_vector_store_loop(const ir::Loop& loop);
+  // A loop storing each source element to two adjacent f32 destination elements (the NCHW
+  // depthwise copy of dy with repeated columns), a vector at a time.
+  bool try_emit_repeat_store_loop(const ir::Loop& loop);
   void emit_scalar_store(const ir::Store& store);
 
   // ---- dtype conversions (emit_convert.cpp). Vector registers hold the accumulator type
@@ -167,6 +170,7 @@ class Emitter : public Xbyak::CodeGenerator {
   static constexpr int kVectorRegisters = 32;
   std::array<Xbyak::Xmm, kVectorRegisters> vregs_, hregs_;
   Xbyak::Label const_one_, const_round_, const_quiet_, const_hi16_;
+  Xbyak::Label const_repeat_;  // dwords i / 2: vpermps indices that repeat each lane twice
 };
 
 }  // namespace convjit::codegen::x86

@@ -19,8 +19,8 @@ const std::vector<NamedPass>& schedule_passes() {
   static const std::vector<NamedPass> kPasses = {
       {"channels_last_backprop_data", &channels_last_backprop_data},
       {"position_vectors", &position_vectors},
-      {"stride_residue_split", &stride_residue_split},
       {"copy_channels_first_out_backprop", &copy_channels_first_out_backprop},
+      {"stride_residue_split", &stride_residue_split},
       {"pad_transposed_out_backprop", &pad_transposed_out_backprop},
       {"border_peel", &border_peel},
       {"pack_filter", &pack_filter},

@@ -176,11 +176,11 @@ LoopNest pad_transposed_out_backprop(LoopNest nest, const Target& target) {
   if (nest.problem.direction != ConvDirection::kBackpropData || y < 0) return nest;
   for (std::size_t i = 0; i < nest.buffers.size(); ++i) {
     const Buffer& b = nest.buffers[i];
-    // A scratch copy of dy's planes with W contiguous: the W-vector form's operand.
+    // A scratch copy of dy's planes with W contiguous (each column repeated, for the NCHW
+    // depthwise repeated taps): the W-vector form's operand.
     const Buffer& dy = nest.buffers[static_cast<std::size_t>(y)];
     if (b.kind != BufferKind::kScratch || b.dims.size() != dy.dims.size() ||
-        b.dims[0] != dy.dims[0] || b.dims[kH] != dy.dims[kH] || b.dims[kW] != dy.dims[kW] ||
-        b.strides[kW] != 1) {
+        b.dims[0] != dy.dims[0] || b.dims[kH] != dy.dims[kH] || b.strides[kW] != 1) {
       continue;
     }
     const int s = static_cast<int>(i);

@@ -94,11 +94,24 @@ class Privatize {
   }
 
  private:
-  // A top-level loop over the whole batch with no tiles: an operand copy.
+  // A top-level loop over the whole batch with no tiles: an operand copy. It reads or writes
+  // the caller's activations at its own image (a filter packing loop whose extent happens to
+  // equal the batch does not).
   bool is_batch_copy(std::size_t i) const {
     const auto* l = std::get_if<Loop>(&nest_.body[i].node);
-    return l != nullptr && l->begin == 0 && l->end == nest_.problem.n && l->step == 1 &&
-           !has_tile(l->body);
+    if (l == nullptr || l->begin != 0 || l->end != nest_.problem.n || l->step != 1 ||
+        has_tile(l->body)) {
+      return false;
+    }
+    bool per_image = false;
+    for_each_access(l->body, [&](const Access& a, bool) {
+      const BufferKind kind = nest_.buffers[static_cast<std::size_t>(a.buffer)].kind;
+      if ((kind == BufferKind::kX || kind == BufferKind::kY) && a.index[0].divisor == 1 &&
+          a.index[0].numer == Affine::var(l->var)) {
+        per_image = true;
+      }
+    });
+    return per_image;
   }
 
   // Whether every access to buffer `s` in the nest lies in one of `parts` with its first

@@ -4,7 +4,9 @@
 // t makes every division exact, so no multiply ever touches an inserted zero.
 #include <fmt/format.h>
 
+#include <map>
 #include <numeric>
+#include <string>
 
 #include "ir/passes/pass_util.hpp"
 #include "ir/passes/passes.hpp"
@@ -64,6 +66,7 @@ class ResidueSplit {
         part.label = l->label.empty() ? fmt::format("residue {}", r)
                                       : fmt::format("{}, residue {}", l->label, r);
         part.body = l->body;
+        split_[nest_.var_names[static_cast<std::size_t>(l->var)]] = d;
         substitute(part.body, l->var, Affine::var(q, d) + r);
         for_each_tile(part.body, {}, [&](Tile& t, const VarRanges&) { resolve(t); });
         stmts(part.body);
@@ -162,17 +165,28 @@ class ResidueSplit {
     return true;
   }
 
+ public:
+  /// The divisor each split loop (by its variable's name: ih, iw) was split by.
+  std::int64_t split_by(const std::string& name) const {
+    const auto it = split_.find(name);
+    return it == split_.end() ? 1 : it->second;
+  }
+
+ private:
   LoopNest& nest_;
+  std::map<std::string, std::int64_t> split_;
 };
 
 }  // namespace
 
 LoopNest stride_residue_split(LoopNest nest, const Target& target) {
   if (nest.problem.direction != ConvDirection::kBackpropData || nest.problem.is_empty()) return nest;
-  ResidueSplit(nest).stmts(nest.body);
-  if (nest.problem.stride_h > 1 || nest.problem.stride_w > 1) {
-    add_summary(nest, fmt::format("res{}x{}", nest.problem.stride_h, nest.problem.stride_w));
-  }
+  ResidueSplit split(nest);
+  split.stmts(nest.body);
+  // A stride whose taps an earlier pass already made exact (the NCHW depthwise repeated
+  // columns) splits nothing: the name says which dims were split.
+  const std::int64_t h = split.split_by("ih"), w = split.split_by("iw");
+  if (h > 1 || w > 1) add_summary(nest, fmt::format("res{}x{}", h, w));
   return nest;
 }
 
