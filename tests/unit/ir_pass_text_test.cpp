@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <regex>
 
 #include "ir/lower.hpp"
 #include "ir/passes/pass_util.hpp"
@@ -914,6 +915,92 @@ TEST(IrPassText, CopyChannelsFirstOutBackpropKeepsTheGroupLoopParallel) {
   ASSERT_NE(dyp(five), five.buffers.end());
   EXPECT_EQ(dyp(five)->dims, (std::vector<std::int64_t>{2, 66, 66, 2}));
   EXPECT_NE(five.schedule_summary.find("priv=x2"), std::string::npos) << five.schedule_summary;
+}
+
+// Stride 2: each dy column is copied twice and the taps go in pairs against per-column
+// weights packed once per call (pad_left is 1: even columns take w's taps 1 and, past the
+// filter, a zero; odd ones taps 0 and 2), so the tile reads both operands along dx's column
+// and the residue split leaves W alone.
+TEST(IrPassText, CopyChannelsFirstOutBackpropRepeatsColumnsAtStride2) {
+  ConvProblem p = nchw_depthwise_backprop_data();
+  p.iw = 5;
+  p.ow = 3;
+  p.ih = 4;
+  p.oh = 2;
+  p.stride_h = p.stride_w = 2;
+  p.pad_top = 0;
+  p.pad_left = 1;
+  p.pad_bottom = p.pad_right = 1;
+  const Target t = avx2_target(1 << 20);
+  EXPECT_EQ(print(copy_channels_first_out_backprop(lower(p), t)),
+            R"(kernel backprop_data float32 NCHW "dyp2"
+buffer dx X float32 dims [1, 4, 5, 2] strides [40, 5, 1, 20]
+buffer w W float32 dims [3, 3, 1, 4] strides [12, 4, 4, 1]
+buffer dy Y float32 dims [1, 2, 3, 4] strides [24, 3, 1, 6]
+buffer dyp scratch float32 dims [1, 2, 6, 2] strides [24, 6, 1, 12]
+buffer wl scratch float32 dims [3, 2, 4, 6] strides [48, 24, 6, 1]
+for lkh in [0, 3):
+  for lc in [0, 4):
+    for lw in [0, 3):
+      store wl[lkh, 0, lc, 2*lw] = w[lkh, 1, 0, lc]
+for lkh in [0, 3):
+  for lc in [0, 4):
+    for lw in [0, 3):
+      store wl[lkh, 0, lc, 2*lw + 1] = w[lkh, 0, 0, lc]
+for lkh in [0, 3):
+  for lc in [0, 4):
+    for lw in [0, 3):
+      store wl[lkh, 1, lc, 2*lw] = 0
+for lkh in [0, 3):
+  for lc in [0, 4):
+    for lw in [0, 3):
+      store wl[lkh, 1, lc, 2*lw + 1] = w[lkh, 2, 0, lc]
+for n in [0, 1):
+  for g in [0, 2):
+    for po in [0, 2):
+      for poh in [0, 2):
+        for pow in [0, 3):
+          store dyp[n, poh, 2*pow, po] = dy[n, poh, pow, 2*g + po]
+          store dyp[n, poh, 2*pow + 1, po] = dy[n, poh, pow, 2*g + po]
+    for ih in [0, 4):
+      for iw in [0, 5):
+        tile r:1 x v:1
+          reduce kh in [0, 3) jw in [0, 2) o in [0, 2)
+          guard 0 <= (ih - kh) / 2 < 2
+          guard 0 <= iw - 2*jw + 1 < 6
+          dx[n, ih, iw, g] = dyp[n, (ih - kh) / 2, iw - 2*jw + 1, o] * wl[kh, jw, 2*g + o, iw]
+)");
+  // Through the whole pipeline every tile writes dx along contiguous columns.
+  const LoopNest nest = lower_and_schedule(p, t);
+  for_each_tile(const_cast<std::vector<Stmt>&>(nest.body), {}, [&](Tile& tile, const VarRanges&) {
+    Affine offset;
+    ASSERT_TRUE(flatten_access(nest, tile.c, &offset));
+    if (tile.cols > 1) EXPECT_EQ(offset.coef_of(tile.col_var), 1) << print(nest);
+  });
+}
+
+// The NCHW depthwise tile over 14-wide rows of H: rows share each tap's broadcast, and the
+// columns past the first vector end on an overlapping whole vector (8 + 8 from column 6)
+// rather than a masked 6. A filter gradient, whose tiles block_reduction later makes
+// accumulate, keeps its masked tail.
+TEST(IrPassText, RegisterTileGivesPlaneRowsAndOverlappingTails) {
+  ConvProblem p = nchw_depthwise_backprop_data();
+  p.ih = p.oh = p.iw = p.ow = 14;
+  const Target t = avx2_target(1 << 20);
+  const std::string text = print(lower_and_schedule(p, t));
+  EXPECT_NE(text.find("for iw in [6, 14) step 8 \"cols tail, overlapping\":"), std::string::npos)
+      << text;
+  EXPECT_TRUE(std::regex_search(text, std::regex(R"(tile r:([2-9]|1[0-4]) x v:8\n)"))) << text;
+  ConvProblem f = p;
+  f.direction = ConvDirection::kBackpropFilter;
+  f.format = DataFormat::kNHWC;
+  f.depthwise = false;
+  f.ic = f.filter_in = 12;
+  f.groups = 1;
+  f.oc = 100;  // 16-wide tiles and a 4-wide tail
+  const std::string filter_text = print(lower_and_schedule(f, t));
+  EXPECT_EQ(filter_text.find("overlapping"), std::string::npos) << filter_text;
+  EXPECT_TRUE(std::regex_search(filter_text, std::regex(R"(tile r:\d+ x v:4\n)"))) << filter_text;
 }
 
 // The tiles writing the op's output, streamed or not; every streamed one must write whole

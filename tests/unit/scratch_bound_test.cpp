@@ -67,6 +67,13 @@ std::vector<ScratchCase> scratch_cases() {
        desc_of(kConv2DBackpropFilter, nchw, {18, 16, 12, 12}, {3, 3, 16, 16}, 1, Padding::kSame)},
       {"depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nhwc,
                                            {16, 12, 12, 8}, {3, 3, 8, 2}, 1, Padding::kSame)},
+      // NCHW depthwise: a zero-bordered copy of each group's dy planes, per thread; at
+      // stride 2 with repeated columns, plus the per-column weights.
+      {"nchw_depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nchw,
+                                                {16, 8, 12, 12}, {3, 3, 8, 2}, 1, Padding::kSame)},
+      {"nchw_depthwise_input_gradient_stride2",
+       desc_of(kDepthwiseConv2dNativeBackpropInput, nchw, {16, 8, 12, 12}, {3, 3, 8, 2}, 2,
+               Padding::kSame)},
   };
 }
 

@@ -308,6 +308,37 @@ TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
   }
 }
 
+// The NCHW depthwise input gradient at stride 2: dy's columns are repeated by vpermps, a
+// vector per output vector, instead of W residues (whose tiles stored every other column lane
+// by lane; ir_pass_text_test checks the tiles' columns are contiguous).
+TEST(X86CodegenText, NchwDepthwiseStride2RepeatsColumnsWithVpermps) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  OpDescriptor d;
+  d.op = OpKind::kDepthwiseConv2dNativeBackpropInput;
+  d.data_format = DataFormat::kNCHW;
+  d.input = {2, 8, 30, 30};
+  d.filter = {3, 3, 8, 1};
+  d.strides = {1, 1, 2, 2};
+  d.padding = Padding::kSame;
+  d.out_backprop = {2, 8, 15, 15};
+  for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    d.dtype = dtype;
+    Expected<ConvProblem> p = validate(d);
+    ASSERT_TRUE(p.has_value()) << p.status().to_string();
+    for (ir::Isa isa : {ir::Isa::kAvx512, ir::Isa::kAvx2}) {
+      if (isa == ir::Isa::kAvx2 && !host_has(isa)) continue;
+      Compiled c = compile_for(*p, isa);
+      ASSERT_TRUE(c.code);
+      const char* reg = isa == ir::Isa::kAvx512 ? "zmm" : "ymm";
+      EXPECT_TRUE(std::regex_search(
+          c.disassembly, std::regex(fmt::format(R"(vpermps {0}\d+,{0}\d+,{0}\d+)", reg))))
+          << c.code->name();
+      EXPECT_NE(c.code->name().find("dyp2"), std::string::npos) << c.code->name();
+      EXPECT_EQ(c.code->name().find("res2x2"), std::string::npos) << c.code->name();
+    }
+  }
+}
+
 // The mapping holding the code must be readable and executable, never writable.
 TEST(X86CodegenText, CodePagesAreNotWritable) {
   const ir::Isa isa = host_has(ir::Isa::kAvx512) ? ir::Isa::kAvx512 : ir::Isa::kAvx2;

@@ -180,6 +180,11 @@ std::vector<Geometry> geometries() {
       // Two channels across a wide row: the data gradient's W-vector form over a zero-padded
       // transposed dy (small_odd's kind).
       {"few_channels_wide", 2, 7, 23, 2, 3, 5, 2, 7, 2, 2, 1, 1, Padding::kSame, {}},
+      // NCHW depthwise: 14-wide planes (rows of H, a vector and an overlapping one), and wide
+      // stride-2 rows with an even filter width (repeated dy columns, per-column weights,
+      // whole vectors and a tail of the repeated copy).
+      {"depthwise_plane_14", 2, 14, 14, 4, 3, 3, 1, 1, 1, 1, 1, 1, Padding::kSame, {}, true},
+      {"depthwise_wide_s2", 1, 6, 37, 3, 3, 4, 1, 2, 2, 2, 1, 1, Padding::kSame, {}, true},
   };
 }
 
