@@ -943,17 +943,8 @@ for lkh in [0, 3):
   for lc in [0, 4):
     for lw in [0, 3):
       store wl[lkh, 0, lc, 2*lw] = w[lkh, 1, 0, lc]
-for lkh in [0, 3):
-  for lc in [0, 4):
-    for lw in [0, 3):
       store wl[lkh, 0, lc, 2*lw + 1] = w[lkh, 0, 0, lc]
-for lkh in [0, 3):
-  for lc in [0, 4):
-    for lw in [0, 3):
       store wl[lkh, 1, lc, 2*lw] = 0
-for lkh in [0, 3):
-  for lc in [0, 4):
-    for lw in [0, 3):
       store wl[lkh, 1, lc, 2*lw + 1] = w[lkh, 2, 0, lc]
 for n in [0, 1):
   for g in [0, 2):

@@ -126,25 +126,28 @@ void apply(LoopNest& nest, Tile& t, int s, const RepeatedTaps& r) {
     l.end = pairs;
   }
 
-  // Wl[kh][j][c][2*m + q] = w[kh][2j + (q + pad_left) % 2][c], one loop nest per (j, q).
-  std::vector<Stmt> pack;
-  for (std::int64_t jj = 0; jj < pairs; ++jj) {
-    for (std::int64_t q = 0; q < 2; ++q) {
-      const std::int64_t kw = 2 * jj + (q + p.pad_left) % 2;
-      pack.push_back(loop_nest(
-          nest, {p.kh, p.oc, width / 2}, {"lkh", "lc", "lw"}, [&](const std::vector<Affine>& v) {
-            Store st;
-            st.dst = Access{wl, {v[0], Affine::constant_of(jj), v[1], v[2] * 2 + q}};
-            st.has_src = kw < p.kw;
-            if (st.has_src) {
-              st.src = Access{w, {v[0], Affine::constant_of(kw), Affine::constant_of(0), v[1]}};
-            }
-            return Stmt{std::move(st)};
-          }));
+  // Wl[kh][j][c][2*m + q] = w[kh][2j + (q + pad_left) % 2][c]: one loop nest (one dispatch to
+  // the threads) storing every (j, q).
+  Stmt pack = loop_nest(nest, {p.kh, p.oc}, {"lkh", "lc"}, [&](const std::vector<Affine>& v) {
+    Loop cols;
+    cols.var = nest.new_var("lw");
+    cols.end = width / 2;
+    const Affine m = Affine::var(cols.var);
+    for (std::int64_t jj = 0; jj < pairs; ++jj) {
+      for (std::int64_t q = 0; q < 2; ++q) {
+        const std::int64_t kw = 2 * jj + (q + p.pad_left) % 2;
+        Store st;
+        st.dst = Access{wl, {v[0], Affine::constant_of(jj), v[1], m * 2 + q}};
+        st.has_src = kw < p.kw;  // past the filter's width: a zero
+        if (st.has_src) {
+          st.src = Access{w, {v[0], Affine::constant_of(kw), Affine::constant_of(0), v[1]}};
+        }
+        cols.body.push_back(Stmt{std::move(st)});
+      }
     }
-  }
-  nest.body.insert(nest.body.begin(), std::make_move_iterator(pack.begin()),
-                   std::make_move_iterator(pack.end()));
+    return Stmt{std::move(cols)};
+  });
+  nest.body.insert(nest.body.begin(), std::move(pack));
 }
 
 }  // namespace
