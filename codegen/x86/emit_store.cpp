@@ -36,7 +36,21 @@ bool Emitter::try_emit_vector_store_loop(const ir::Loop& loop) {
   emit_base_pointer(r8, dst, {loop.var}, loop.begin * dst.col_coef);
   if (has_src) emit_base_pointer(r9, src, {loop.var}, loop.begin * src.col_coef);
 
+  // A partial vector with strided lanes on either side would go through the bounce buffer
+  // twice, each a stalled store forward (a 5-lane transposing filter pack was a sixth of a
+  // small kernel's time); a plain copy moves its elements directly instead.
+  const bool element_copy = has_src && !store->accumulate && src.dtype == dst.dtype &&
+                            src.shape != ColumnShape::kBroadcast &&
+                            (src.col_coef != 1 || dst.col_coef != 1);
   auto body = [&](int count) {
+    if (element_copy && count < vl) {
+      for (int lane = 0; lane < count; ++lane) {
+        copy_element(lane_addr(VecRef{r8, 0, dst.col_coef, count}, lane, dst.elem_bytes),
+                     lane_addr(VecRef{r9, 0, src.col_coef, count}, lane, src.elem_bytes),
+                     dst.elem_bytes);
+      }
+      return;
+    }
     if (has_src) {
       if (src.shape != ColumnShape::kBroadcast && src.col_coef != 1 &&
           src.dtype == DType::kFloat32 && count == vl) {
