@@ -111,6 +111,9 @@ class Emitter : public Xbyak::CodeGenerator {
 
   // ---- stores (emit_store.cpp)
   bool try_emit_vector_store_loop(const ir::Loop& loop);
+  // Two nested loops around an f32 copy contiguous along the inner loop in the destination
+  // and along the outer one in the source (a layout change): 8x8 blocks through registers.
+  bool try_emit_transpose_loop(const ir::Loop& outer);
   // A loop storing each source element to two adjacent f32 destination elements (the NCHW
   // depthwise copy of dy with repeated columns), a vector at a time.
   bool try_emit_repeat_store_loop(const ir::Loop& loop);

@@ -339,6 +339,27 @@ TEST(X86CodegenText, NchwDepthwiseStride2RepeatsColumnsWithVpermps) {
   }
 }
 
+// NCHW input gradients run the NHWC schedule between two channels-last copies; those copies
+// transpose 8x8 blocks in registers (unpcklps/unpckhps then unpcklpd/unpckhpd, rows loaded
+// as 128-bit halves) instead of gathering lane by lane.
+TEST(X86CodegenText, ChannelsLastCopiesTransposeInRegisters) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  ConvProblem p = problem_of(OpKind::kConv2DBackpropInput, DType::kFloat32, 32);
+  p.format = DataFormat::kNCHW;
+  for (ir::Isa isa : {ir::Isa::kAvx512, ir::Isa::kAvx2}) {
+    if (isa == ir::Isa::kAvx2 && !host_has(isa)) continue;
+    Compiled c = compile_for(p, isa);
+    ASSERT_TRUE(c.code);
+    EXPECT_NE(c.code->name().find("tonhwc"), std::string::npos) << c.code->name();
+    EXPECT_TRUE(
+        std::regex_search(c.disassembly, std::regex(R"(vinsertf128 ymm\d+,ymm\d+,XMMWORD PTR)")))
+        << c.code->name();
+    EXPECT_TRUE(std::regex_search(c.disassembly, std::regex(R"(vunpckhpd ymm\d+,ymm\d+,ymm\d+)")))
+        << c.code->name();
+    EXPECT_EQ(c.disassembly.find("vinsertps"), std::string::npos) << c.code->name();
+  }
+}
+
 // The mapping holding the code must be readable and executable, never writable.
 TEST(X86CodegenText, CodePagesAreNotWritable) {
   const ir::Isa isa = host_has(ir::Isa::kAvx512) ? ir::Isa::kAvx512 : ir::Isa::kAvx2;

@@ -184,6 +184,9 @@ std::vector<Geometry> geometries() {
       // stride-2 rows with an even filter width (repeated dy columns, per-column weights,
       // whole vectors and a tail of the repeated copy).
       {"depthwise_plane_14", 2, 14, 14, 4, 3, 3, 1, 1, 1, 1, 1, 1, Padding::kSame, {}, true},
+      // NCHW's channels-last copies of dy and dx as 8x8 register transposes, with leftover
+      // rows and columns on both (19 wide, 20 and 12 channels).
+      {"channels_last_transposes", 2, 5, 19, 20, 3, 3, 20, 12, 1, 1, 1, 1, Padding::kSame, {}},
       {"depthwise_wide_s2", 1, 6, 37, 3, 3, 4, 1, 2, 2, 2, 1, 1, Padding::kSame, {}, true},
   };
 }
