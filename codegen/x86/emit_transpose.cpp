@@ -5,7 +5,8 @@
 // NCHW 1x1/2 input gradient's time. Here 8x8 blocks go through registers instead: each source
 // row is two 128-bit loads, a 4x4 transpose inside each 128-bit lane (unpck ps, then pd)
 // turns eight half rows into four whole destination rows, and every destination row is one
-// vector store. Only ymm registers are used, so the same code serves AVX2 and AVX-512.
+// vector store (non-temporal where the Store streams, 16 columns at a time so each row's line
+// is written whole). Only ymm registers are used, so the same code serves AVX2 and AVX-512.
 #include "codegen/x86/emitter.hpp"
 
 namespace convjit::codegen::x86 {
@@ -46,35 +47,52 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
   emit_base_pointer(r9, src, {outer.var, inner->var}, outer.begin + inner->begin * src_col);
 
   const auto row_of = [](int i) { return Ymm(i); };
-  // Destination rows a0..a0+7, columns b0..b0+7, from source rows b0..b0+7 (rdi) of eight
-  // elements a0..a0+7 each, to rsi.
+  // Registers first..first+3 := destination rows 4h..4h+3, columns c..c+7 (c = col_off), from
+  // source rows c..c+7 at rdi, elements 4h..4h+3 of each; ymm8-11 are temporaries.
+  auto quarter = [&](int half, std::int64_t col_off, int first) {
+    // x_k = [src row c+k, elements 4h..4h+3 | src row c+k+4, the same]
+    for (int k = 0; k < 4; ++k) {
+      const std::int64_t lo = ((col_off + k) * src_col) * kF32 + half * 16;
+      const std::int64_t hi = ((col_off + k + 4) * src_col) * kF32 + half * 16;
+      vmovups(Xmm(first + k), ptr[rdi + static_cast<std::int32_t>(lo)]);
+      vinsertf128(row_of(first + k), row_of(first + k), ptr[rdi + static_cast<std::int32_t>(hi)],
+                  1);
+    }
+    vunpcklps(row_of(8), row_of(first), row_of(first + 1));
+    vunpckhps(row_of(9), row_of(first), row_of(first + 1));
+    vunpcklps(row_of(10), row_of(first + 2), row_of(first + 3));
+    vunpckhps(row_of(11), row_of(first + 2), row_of(first + 3));
+    vunpcklpd(row_of(first), row_of(8), row_of(10));
+    vunpckhpd(row_of(first + 1), row_of(8), row_of(10));
+    vunpcklpd(row_of(first + 2), row_of(9), row_of(11));
+    vunpckhpd(row_of(first + 3), row_of(9), row_of(11));
+  };
+  auto row_addr = [&](std::int64_t row, std::int64_t col) {
+    return ptr[rsi + static_cast<std::int32_t>((row * dst_row + col) * kF32)];
+  };
+  // An 8x8 block to rsi.
   auto block = [&] {
     for (int half = 0; half < 2; ++half) {
-      // x_k = [src row k, elements 4h..4h+3 | src row k+4, the same]
-      for (int k = 0; k < 4; ++k) {
-        const std::int64_t lo = (k * src_col) * kF32 + half * 16;
-        const std::int64_t hi = ((k + 4) * src_col) * kF32 + half * 16;
-        vmovups(Xmm(k), ptr[rdi + static_cast<std::int32_t>(lo)]);
-        vinsertf128(row_of(k), row_of(k), ptr[rdi + static_cast<std::int32_t>(hi)], 1);
-      }
-      vunpcklps(row_of(8), row_of(0), row_of(1));
-      vunpckhps(row_of(9), row_of(0), row_of(1));
-      vunpcklps(row_of(10), row_of(2), row_of(3));
-      vunpckhps(row_of(11), row_of(2), row_of(3));
-      vunpcklpd(row_of(0), row_of(8), row_of(10));
-      vunpckhpd(row_of(1), row_of(8), row_of(10));
-      vunpcklpd(row_of(2), row_of(9), row_of(11));
-      vunpckhpd(row_of(3), row_of(9), row_of(11));
-      // y_j = destination row 4h + j, columns b0..b0+7.
+      quarter(half, 0, 0);
+      for (int j = 0; j < 4; ++j) vmovups(row_addr(half * 4 + j, 0), row_of(j));
+    }
+  };
+  // 8 rows x 16 columns, each row's 64 bytes stored past the caches back to back, so every
+  // line is written whole at once.
+  auto streamed_block = [&] {
+    for (int half = 0; half < 2; ++half) {
+      quarter(half, 0, 0);
+      quarter(half, kBlock, 4);
       for (int j = 0; j < 4; ++j) {
-        vmovups(ptr[rsi + static_cast<std::int32_t>((half * 4 + j) * dst_row * kF32)], row_of(j));
+        vmovntps(row_addr(half * 4 + j, 0), row_of(j));
+        vmovntps(row_addr(half * 4 + j, kBlock), row_of(4 + j));
       }
     }
   };
   // Columns past the last whole block, for the eight rows of a block: element by element.
-  const std::int64_t col_blocks = cols / kBlock, col_tail = cols % kBlock;
-  auto tail_columns = [&](std::int64_t row_count) {
-    for (std::int64_t j = 0; j < row_count; ++j) {
+  const std::int64_t col_tail = cols % kBlock;
+  auto tail_columns = [&] {
+    for (std::int64_t j = 0; j < kBlock; ++j) {
       for (std::int64_t k = 0; k < col_tail; ++k) {
         copy_element(rsi + static_cast<std::int32_t>((j * dst_row + k) * kF32),
                      rdi + static_cast<std::int32_t>((k * src_col + j) * kF32), kF32);
@@ -83,38 +101,66 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
   };
 
   const std::int64_t row_blocks = rows / kBlock, row_tail = rows % kBlock;
-  Label rows_head, cols_head;
-  mov(r10, static_cast<std::uint64_t>(row_blocks));
-  L(rows_head);
-  mov(rsi, r8);
-  mov(rdi, r9);
-  mov(r11, static_cast<std::uint64_t>(col_blocks));
-  L(cols_head);
-  block();
-  add_imm(rsi, kBlock * kF32);
-  add_imm(rdi, kBlock * src_col * kF32);
-  dec(r11);
-  jnz(cols_head, T_NEAR);
-  tail_columns(kBlock);
-  add_imm(r8, kBlock * dst_row * kF32);
-  add_imm(r9, kBlock * kF32);
-  dec(r10);
-  jnz(rows_head, T_NEAR);
-  if (row_tail > 0) {
-    // The last rows, element by element along their columns.
-    Label tail_head;
+  auto all_rows = [&](bool streamed) {
+    Label rows_head, cols_head;
+    mov(r10, static_cast<std::uint64_t>(row_blocks));
+    L(rows_head);
     mov(rsi, r8);
     mov(rdi, r9);
-    mov(r11, static_cast<std::uint64_t>(cols));
-    L(tail_head);
-    for (std::int64_t j = 0; j < row_tail; ++j) {
-      copy_element(rsi + static_cast<std::int32_t>(j * dst_row * kF32),
-                   rdi + static_cast<std::int32_t>(j * kF32), kF32);
+    const std::int64_t width = streamed ? 2 * kBlock : kBlock;
+    mov(r11, static_cast<std::uint64_t>(cols / width));
+    L(cols_head);
+    if (streamed) {
+      streamed_block();
+    } else {
+      block();
     }
-    add_imm(rsi, kF32);
-    add_imm(rdi, src_col * kF32);
+    add_imm(rsi, width * kF32);
+    add_imm(rdi, width * src_col * kF32);
     dec(r11);
-    jnz(tail_head, T_NEAR);
+    jnz(cols_head, T_NEAR);
+    if (streamed && cols % width >= kBlock) {
+      block();
+      add_imm(rsi, kBlock * kF32);
+      add_imm(rdi, kBlock * src_col * kF32);
+    }
+    tail_columns();
+    add_imm(r8, kBlock * dst_row * kF32);
+    add_imm(r9, kBlock * kF32);
+    dec(r10);
+    jnz(rows_head, T_NEAR);
+    if (row_tail > 0) {
+      // The last rows, element by element along their columns.
+      Label tail_head;
+      mov(rsi, r8);
+      mov(rdi, r9);
+      mov(r11, static_cast<std::uint64_t>(cols));
+      L(tail_head);
+      for (std::int64_t j = 0; j < row_tail; ++j) {
+        copy_element(rsi + static_cast<std::int32_t>(j * dst_row * kF32),
+                     rdi + static_cast<std::int32_t>(j * kF32), kF32);
+      }
+      add_imm(rsi, kF32);
+      add_imm(rdi, src_col * kF32);
+      dec(r11);
+      jnz(tail_head, T_NEAR);
+    }
+  };
+  // Streamed when the pass allows it and every destination row of a block starts a cache line
+  // whenever the first does (checked at run time: vmovntps faults off its alignment).
+  const bool line_rows = (dst_row * kF32) % ir::Target::kCacheLineBytes == 0;
+  if (store->stream && line_rows && cols >= 2 * kBlock) {
+    Label plain, done;
+    test(r8.cvt8(), ir::Target::kCacheLineBytes - 1);
+    jnz(plain, T_NEAR);
+    all_rows(true);
+    jmp(done, T_NEAR);
+    L(plain);
+    all_rows(false);
+    L(done);
+    streamed_ = true;
+  } else {
+    all_rows(false);
   }
   return true;
 }

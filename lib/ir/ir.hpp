@@ -164,6 +164,9 @@ struct Store {
   bool has_src = false;
   Access src;
   bool accumulate = false;
+  // dst may be written with non-temporal stores where the backend writes whole cache lines:
+  // set only on copies into an output the kernel never reads back (stream_output_stores).
+  bool stream = false;
 };
 
 struct Stmt {

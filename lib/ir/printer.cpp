@@ -80,8 +80,8 @@ class Printer {
                           access(t->a), access(t->b),
                           t->paired ? fmt::format(" + {} * {}", access(t->a2), access(t->b2)) : "");
     } else if (const auto* st = std::get_if<Store>(&s.node)) {
-      out_ += fmt::format("{}store {} {} {}\n", pad, access(st->dst), st->accumulate ? "+=" : "=",
-                          st->has_src ? access(st->src) : "0");
+      out_ += fmt::format("{}store {} {} {}{}\n", pad, access(st->dst), st->accumulate ? "+=" : "=",
+                          st->has_src ? access(st->src) : "0", st->stream ? " stream" : "");
     }
   }
 

@@ -230,12 +230,16 @@ TEST(X86EndToEndStream, StreamedOutputsMatchWhereverTheOutputStarts) {
     for (ConvDirection dir : {ConvDirection::kForward, ConvDirection::kBackpropData}) {
       for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kHalf}) {
         for (const Geometry& g : geometries()) {
-          const ConvProblem p = make_problem(g, dir, dtype, DataFormat::kNHWC);
-          for (std::int64_t offset : {0, 4, 32}) {
-            std::string name;
-            EXPECT_TRUE(check_problem(p, target, offset == 0, offset, &name))
-                << g.label << " " << target.name() << " offset " << offset;
-            if (name.find("_nt") != std::string::npos) ++streamed;
+          // NCHW: the channels-last dx copied back streams (8x16 transposed blocks).
+          for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
+            const ConvProblem p = make_problem(g, dir, dtype, format);
+            for (std::int64_t offset : {0, 4, 32}) {
+              std::string name;
+              EXPECT_TRUE(check_problem(p, target, offset == 0, offset, &name))
+                  << g.label << " " << target.name() << " " << data_format_name(format)
+                  << " offset " << offset;
+              if (name.find("_nt") != std::string::npos) ++streamed;
+            }
           }
         }
       }

@@ -6,7 +6,9 @@
 // the residue's every-other-pixel order, and a non-temporal one at 13-15 GB/s in both orders,
 // provided each tile writes whole lines. So tiles that write whole lines of an output larger
 // than the last-level cache, which the kernel never reads back, are marked to stream; the
-// backend keeps ordinary stores where the address turns out misaligned at run time.
+// backend keeps ordinary stores where the address turns out misaligned at run time. An output
+// that only a copy writes (NCHW's dx, from the channels-last scratch the tiles fill) marks the
+// copy's Stores instead; the backend streams the parts it writes in whole lines.
 #include <functional>
 
 #include "ir/passes/pass_util.hpp"
@@ -38,14 +40,46 @@ bool written_once_by_tiles(std::vector<Stmt>& body, int out) {
   return ok;
 }
 
+// The Stores that write buffer `out` when copies are all that write it and nothing reads it
+// (NCHW's channels-last dx copied back into the caller's tensor); empty otherwise.
+std::vector<Store*> copies_into(std::vector<Stmt>& body, int out) {
+  std::vector<Store*> copies;
+  bool ok = true;
+  const std::function<void(std::vector<Stmt>&)> walk = [&](std::vector<Stmt>& stmts) {
+    for (Stmt& s : stmts) {
+      if (auto* l = std::get_if<Loop>(&s.node)) {
+        walk(l->body);
+      } else if (auto* t = std::get_if<Tile>(&s.node)) {
+        if (t->c.buffer == out) ok = false;
+      } else {
+        auto& st = std::get<Store>(s.node);
+        if (st.dst.buffer != out) continue;
+        if (!st.has_src || st.accumulate || st.src.buffer == out) ok = false;
+        copies.push_back(&st);
+      }
+    }
+  };
+  walk(body);
+  return ok ? copies : std::vector<Store*>{};
+}
+
 }  // namespace
 
 LoopNest stream_output_stores(LoopNest nest, const Target& target) {
   if (target.vector_bytes == 0) return nest;  // the interpreter has no such stores
   const int out = output_buffer(nest);
-  if (out < 0 || !output_outgrows_llc(nest, target) || !written_once_by_tiles(nest.body, out)) {
+  if (out < 0 || !output_outgrows_llc(nest, target)) return nest;
+  bool reads = false;
+  for_each_access(nest.body, [&](const Access& a, bool writes) {
+    reads = reads || (a.buffer == out && !writes);
+  });
+  if (reads) return nest;
+  if (const std::vector<Store*> copies = copies_into(nest.body, out); !copies.empty()) {
+    for (Store* st : copies) st->stream = true;
+    add_summary(nest, "nt");
     return nest;
   }
+  if (!written_once_by_tiles(nest.body, out)) return nest;
   // 16-bit outputs are stored from half-width registers: a line takes two vectors.
   const std::int64_t eb = dtype_size(nest.buffers[static_cast<std::size_t>(out)].dtype);
 
