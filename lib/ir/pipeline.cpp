@@ -1,6 +1,7 @@
 // The schedule pipeline. Order matters: the vector dimension first (it reorders the lowered
-// loops), residues next (everything after sees affine indices), zero-padded copies of dy for
-// the W-vector tiles (which remove most borders), then borders (so the interior
+// loops), the NCHW depthwise copy of dy (its stride-2 form removes W's divisions), residues
+// next (everything after sees affine indices), zero-padded copies of dy for the W-vector
+// tiles (which remove most borders), then borders (so the interior
 // tiles have no guards), packing, channel blocks (whole pixel sweeps per block of the packed
 // filter), register tiles over the guard-free interior, bfloat16 reduction pairs (they rewrite
 // the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after

@@ -3,8 +3,9 @@
 // row, a left and a right column (single-lane tiles of up to 13 rows, one lane stored at a
 // time) and an interior that starts one column in: never on a cache line, so never streamed,
 // and at 14x14 planes the borders were half the work. Read through a copy, dy can be padded
-// with zeros like the transposed dy of the W-vector form (pad_transposed_out_backprop, next),
-// and the tiles then run guard-free over whole rows.
+// with zeros like the transposed dy of the W-vector form (pad_transposed_out_backprop, after
+// the residue split), and the tiles then run guard-free over whole rows. At stride 2 the copy
+// also repeats each column (below), so that W needs no residues.
 //
 // The copy is made inside the group loop, one group's M planes right before the tiles that
 // read them, so they are still in L1 or L2 when read:
@@ -189,7 +190,7 @@ LoopNest copy_channels_first_out_backprop(LoopNest nest, const Target& target) {
   Buffer copy = nest.buffers[static_cast<std::size_t>(y)];
   copy.name = "dyp";
   copy.kind = BufferKind::kScratch;
-  const std::int64_t oh = copy.dims[kH], ow = copy.dims[kW], planes = copy.dims[kC];
+  const std::int64_t oh = copy.dims[kH], ow = copy.dims[kW];
   const std::int64_t width = repeat ? 2 * ow : ow;  // each column twice when repeated
   copy.dims[kW] = width;
   if (repeat) copy.dtype = accumulator_dtype(p.dtype);
@@ -202,7 +203,6 @@ LoopNest copy_channels_first_out_backprop(LoopNest nest, const Target& target) {
     if (!per_group) a.index[kC].numer = a.index[kC].numer - first_plane;
   });
   if (repeat) apply(nest, *tile, s, *repeat);
-  (void)planes;
 
   // W innermost: the copy runs along the contiguous dim of both; repeated, each dy column is
   // stored to two adjacent columns.

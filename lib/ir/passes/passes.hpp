@@ -18,14 +18,16 @@ LoopNest channels_last_backprop_data(LoopNest nest, const Target& target);
 /// channels), routing dy through a scratch transposed to [n][oh][oc][ow].
 LoopNest position_vectors(LoopNest nest, const Target& target);
 
+/// Depthwise backprop data NCHW: reads dy through a copy of each group's planes, made right
+/// before their tiles (pad_transposed_out_backprop pads it), instead of in place; at stride 2
+/// along W the copy repeats every column and the taps go in pairs against per-column weights,
+/// so W needs no residues.
+LoopNest copy_channels_first_out_backprop(LoopNest nest, const Target& target);
+
 /// Backprop data: splits each X spatial loop by residue mod stride (v = stride*q + r) and
 /// re-indexes the taps that reach residue r as a dense strided subset, so every divisor and
 /// every divisibility guard disappears. Afterwards all indices are affine.
 LoopNest stride_residue_split(LoopNest nest, const Target& target);
-
-/// Depthwise backprop data NCHW: reads dy through a per-image scratch copy, which the next pass
-/// pads, instead of in place.
-LoopNest copy_channels_first_out_backprop(LoopNest nest, const Target& target);
 
 /// Backprop data in the W-vector form: zero rows and columns around each image of the
 /// transposed dy copy, as wide as the taps reach, so the tiles need no guards on it and W and
