@@ -76,16 +76,11 @@ bool Emitter::try_emit_vector_store_loop(const ir::Loop& loop) {
 
   const std::int64_t full = trip / vl;
   const int tail = static_cast<int>(trip % vl);
-  if (full > 0) {
-    Label head;
-    mov(r10, static_cast<std::uint64_t>(full));
-    L(head);
+  emit_counted_loop(full, [&] {
     body(static_cast<int>(vl));
     add_imm(r8, vl * dst.col_coef * dst.elem_bytes);
     if (has_src) add_imm(r9, vl * src.col_coef * src.elem_bytes);
-    dec(r10);
-    jnz(head, T_NEAR);
-  }
+  });
   if (tail > 0 && full > 0 && !store->accumulate && (!has_src || src.buffer != dst.buffer)) {
     // A copy or zero fill may store the last whole vector again over elements it already
     // wrote, with the same values, instead of a masked part of one (slow on AMD): step back.
@@ -142,19 +137,24 @@ bool Emitter::try_emit_repeat_store_loop(const ir::Loop& loop) {
   };
   const std::int64_t full = trip / vl;
   const int tail = static_cast<int>(trip % vl);
-  if (full > 0) {
-    Label head;
-    mov(r10, static_cast<std::uint64_t>(full));
-    L(head);
+  emit_counted_loop(full, [&] {
     body(vl);
     add_imm(r8, 2 * vl * 4);
     add_imm(r9, vl * src.elem_bytes);
-    dec(r10);
-    jnz(head, T_NEAR);
-  }
+  });
   if (tail > 0) body(tail);
   k1_count_ = -1;
   return true;
+}
+
+void Emitter::emit_counted_loop(std::int64_t iterations, const std::function<void()>& body) {
+  if (iterations <= 0) return;
+  Label head;
+  mov(r10, static_cast<std::uint64_t>(iterations));
+  L(head);
+  body();
+  dec(r10);
+  jnz(head, T_NEAR);
 }
 
 void Emitter::emit_scalar_store(const ir::Store& store) {

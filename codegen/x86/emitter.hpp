@@ -111,6 +111,8 @@ class Emitter : public Xbyak::CodeGenerator {
 
   // ---- stores (emit_store.cpp)
   bool try_emit_vector_store_loop(const ir::Loop& loop);
+  // `body` run `iterations` times (none when 0), r10 counting down.
+  void emit_counted_loop(std::int64_t iterations, const std::function<void()>& body);
   // Two nested loops around an f32 copy contiguous along the inner loop in the destination
   // and along the outer one in the source (a layout change): 8x8 blocks through registers.
   bool try_emit_transpose_loop(const ir::Loop& outer);
