@@ -7,6 +7,8 @@
 // turns eight half rows into four whole destination rows, and every destination row is one
 // vector store (non-temporal where the Store streams, 16 columns at a time so each row's line
 // is written whole). Only ymm registers are used, so the same code serves AVX2 and AVX-512.
+#include <cstdlib>
+
 #include "codegen/x86/emitter.hpp"
 
 namespace convjit::codegen::x86 {
@@ -34,12 +36,13 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
     return false;
   }
   // Element steps: the destination's along its rows (outer) and the source's along the
-  // destination's columns (inner).
+  // destination's columns (inner). Every displacement within a 16-column block must stay
+  // 32-bit.
   const std::int64_t dst_row = dst.offset.coef_of(outer.var);
   const std::int64_t src_col = src.col_coef;
   if (dst.dtype != DType::kFloat32 || src.dtype != DType::kFloat32 || dst.buffer == src.buffer ||
       dst.col_coef != 1 || src.offset.coef_of(outer.var) != 1 || dst_row == 0 || src_col == 0 ||
-      !fits_int32(kBlock * dst_row * kF32) || !fits_int32(kBlock * src_col * kF32)) {
+      !fits_int32(2 * kBlock * (std::llabs(dst_row) + std::llabs(src_col) + 1) * kF32)) {
     return false;
   }
   k1_count_ = -1;
