@@ -17,50 +17,37 @@
 namespace convjit::ir {
 namespace {
 
-// Whether only plain (non-accumulating) tiles touch buffer `out`: no tile or store reads it,
-// accumulates into it or zero-fills it first.
-bool written_once_by_tiles(std::vector<Stmt>& body, int out) {
-  bool ok = true;
-  for_each_access(body, [&](const Access& a, bool writes) {
-    if (a.buffer == out && !writes) ok = false;
-  });
-  if (!ok) return false;
-  const std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& stmts) {
-    for (const Stmt& s : stmts) {
-      if (const auto* l = std::get_if<Loop>(&s.node)) {
-        walk(l->body);
-      } else if (const auto* t = std::get_if<Tile>(&s.node)) {
-        if (t->c.buffer == out && t->accumulate) ok = false;
-      } else if (std::get<Store>(s.node).dst.buffer == out) {
-        ok = false;
-      }
-    }
-  };
-  walk(body);
-  return ok;
-}
-
-// The Stores that write buffer `out` when copies are all that write it and nothing reads it
-// (NCHW's channels-last dx copied back into the caller's tensor); empty otherwise.
-std::vector<Store*> copies_into(std::vector<Stmt>& body, int out) {
+// What writes buffer `out`: plain (overwriting) tiles, copies (Stores from another buffer),
+// and anything else (accumulating tiles, zero fills, accumulating stores), which rules
+// streaming out.
+struct Writers {
+  bool plain_tiles = false;
   std::vector<Store*> copies;
-  bool ok = true;
+  bool others = false;
+};
+
+Writers writers_of(std::vector<Stmt>& body, int out) {
+  Writers w;
   const std::function<void(std::vector<Stmt>&)> walk = [&](std::vector<Stmt>& stmts) {
     for (Stmt& s : stmts) {
       if (auto* l = std::get_if<Loop>(&s.node)) {
         walk(l->body);
       } else if (auto* t = std::get_if<Tile>(&s.node)) {
-        if (t->c.buffer == out) ok = false;
+        if (t->c.buffer != out) continue;
+        (t->accumulate ? w.others : w.plain_tiles) = true;
       } else {
         auto& st = std::get<Store>(s.node);
         if (st.dst.buffer != out) continue;
-        if (!st.has_src || st.accumulate || st.src.buffer == out) ok = false;
-        copies.push_back(&st);
+        if (!st.has_src || st.accumulate || st.src.buffer == out) {
+          w.others = true;
+        } else {
+          w.copies.push_back(&st);
+        }
       }
     }
   };
   walk(body);
-  return ok ? copies : std::vector<Store*>{};
+  return w;
 }
 
 }  // namespace
@@ -69,17 +56,18 @@ LoopNest stream_output_stores(LoopNest nest, const Target& target) {
   if (target.vector_bytes == 0) return nest;  // the interpreter has no such stores
   const int out = output_buffer(nest);
   if (out < 0 || !output_outgrows_llc(nest, target)) return nest;
+  // Never read back, and written only by plain tiles or only by copies.
   bool reads = false;
   for_each_access(nest.body, [&](const Access& a, bool writes) {
     reads = reads || (a.buffer == out && !writes);
   });
-  if (reads) return nest;
-  if (const std::vector<Store*> copies = copies_into(nest.body, out); !copies.empty()) {
-    for (Store* st : copies) st->stream = true;
+  const Writers writers = writers_of(nest.body, out);
+  if (reads || writers.others || (writers.plain_tiles && !writers.copies.empty())) return nest;
+  if (!writers.copies.empty()) {
+    for (Store* st : writers.copies) st->stream = true;
     add_summary(nest, "nt");
     return nest;
   }
-  if (!written_once_by_tiles(nest.body, out)) return nest;
   // 16-bit outputs are stored from half-width registers: a line takes two vectors.
   const std::int64_t eb = dtype_size(nest.buffers[static_cast<std::size_t>(out)].dtype);
 
