@@ -740,6 +740,47 @@ for n in [0, 1):
   EXPECT_EQ(print(pair_reduction(odd, t)), print(odd));
 }
 
+// A 16-bit filter the target multiplies in float32 is widened by the packing copy (f16 always,
+// bf16 without avx512_bf16), so the tiles load float32 vectors; a bf16 filter the dot product
+// takes stays bf16 (pair_reduction packs it in pairs), and float32 stays float32.
+TEST(IrPassText, PackFilterWidensFiltersTheTargetMultipliesInFloat32) {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.n = 1;
+  p.ih = p.oh = 1;
+  p.iw = p.ow = 2;
+  p.ic = p.filter_in = 3;
+  p.kh = p.kw = 1;
+  p.oc = 4;
+  Target avx2 = Target::generic(1);
+  avx2.isa = Isa::kAvx2;
+  avx2.vector_bytes = 32;
+  avx2.vector_registers = 16;
+  Target bf16_dot = avx2;
+  bf16_dot.isa = Isa::kAvx512;
+  bf16_dot.vector_bytes = 64;
+  bf16_dot.vector_registers = 32;
+  bf16_dot.has_avx512_bf16 = true;
+  auto packed_dtype = [&](DType dtype, const Target& t) {
+    p.dtype = dtype;
+    const LoopNest n = pack_filter(lower(p), t);
+    const int wp = n.buffer_of_kind(BufferKind::kScratch);
+    return wp < 0 ? DType::kFloat64 : n.buffers[static_cast<std::size_t>(wp)].dtype;
+  };
+  EXPECT_EQ(packed_dtype(DType::kBFloat16, avx2), DType::kFloat32);
+  EXPECT_EQ(packed_dtype(DType::kHalf, avx2), DType::kFloat32);
+  EXPECT_EQ(packed_dtype(DType::kHalf, bf16_dot), DType::kFloat32);
+  EXPECT_EQ(packed_dtype(DType::kBFloat16, bf16_dot), DType::kBFloat16);
+  EXPECT_EQ(packed_dtype(DType::kFloat32, avx2), DType::kFloat32);
+  EXPECT_EQ(packed_dtype(DType::kFloat64, avx2), DType::kFloat64);
+  // The copy itself converts: its source is the caller's bf16 filter.
+  p.dtype = DType::kBFloat16;
+  const std::string text = print(pack_filter(lower(p), avx2));
+  EXPECT_NE(text.find("buffer wp scratch float32 dims [1, 1, 4, 3]"), std::string::npos) << text;
+  EXPECT_NE(text.find("store wp[pkh, pkw, po, pi] = w[pkh, pkw, pi, po]"), std::string::npos)
+      << text;
+}
+
 // Depthwise tiles take fewer rows when the pixel stride maps rows onto few L1 sets: 512 float
 // channels (2 KiB a pixel) stop at 4 rows, 496 channels keep the model's taller tile.
 TEST(IrPassText, ElementwiseRowsStopWherePixelsShareL1Sets) {

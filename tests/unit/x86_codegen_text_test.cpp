@@ -120,6 +120,7 @@ bool is_cond_jump(const std::string& t) {
 // The innermost loop (a backward conditional jump enclosing no other) with the most FMAs.
 struct LoopStats {
   int fmas = 0, compares = 0, cond_jumps = 0, loads = 0;
+  int widenings = 0;  // 16-bit to f32 conversions of vectors (vpmovzxwd, vpslld, vcvtph2ps)
 };
 
 // A vector load or broadcast from memory (an FMA's own memory operand is not counted).
@@ -147,6 +148,10 @@ LoopStats hottest_loop(const std::vector<Insn>& insns) {
         ++s.fmas;
       }
       if (is_vector_load(t)) ++s.loads;
+      if (t.rfind("vpmovzxwd", 0) == 0 || t.rfind("vpslld", 0) == 0 ||
+          t.rfind("vcvtph2ps", 0) == 0) {
+        ++s.widenings;
+      }
       if (t.rfind("cmp", 0) == 0 || t.rfind("test", 0) == 0) ++s.compares;
       if (is_cond_jump(t)) {
         ++s.cond_jumps;
@@ -239,6 +244,24 @@ TEST(X86CodegenText, Bf16BackpropDataPairsTheReductionWithVdpbf16ps) {
   ASSERT_TRUE(o.code);
   EXPECT_EQ(o.disassembly.find("vdpbf16ps"), std::string::npos);
   EXPECT_NE(o.disassembly.find("vfmadd231ps zmm"), std::string::npos);
+}
+
+// A 16-bit data gradient the CPU multiplies in f32 reads a filter the packing copy widened
+// once: its hot loop widens only each row's dy broadcast (bf16 by a vpand of the broadcast
+// word, nothing to count; f16 one vcvtph2ps per row), never the filter's shared vectors.
+TEST(X86CodegenText, SixteenBitDataGradientsReadAWidenedFilter) {
+  if (!host_has(ir::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
+  for (DType dtype : {DType::kBFloat16, DType::kHalf}) {
+    Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropInput, dtype, 128), ir::Isa::kAvx2);
+    ASSERT_TRUE(c.code);
+    const LoopStats s = hottest_loop(parse(c.disassembly));
+    EXPECT_GE(s.fmas, 8) << c.code->name();
+    if (dtype == DType::kBFloat16) {
+      EXPECT_EQ(s.widenings, 0) << c.code->name();
+    } else {
+      EXPECT_LT(2 * s.widenings, s.fmas) << c.code->name();
+    }
+  }
 }
 
 TEST(X86CodegenText, Avx2UsesYmmOnly) {

@@ -199,7 +199,7 @@ LoopNest block_channels(LoopNest nest, const Target& target) {
   const std::int64_t cols =
       model.choose(TileForm::kOuterProduct, p.iw, p.ic, p.kh * p.kw * p.oc).cols;
   if (cols >= p.ic) return nest;
-  const std::int64_t eb = dtype_size(p.dtype);
+  const std::int64_t eb = dtype_size(nest.buffers[static_cast<std::size_t>(wp)].dtype);
 
   // Column blocks outside the rows when the whole packed filter would not stay in L2 between
   // rows (each block's slice then does, and dy is swept once per block); inside each row

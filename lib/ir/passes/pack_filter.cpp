@@ -1,12 +1,17 @@
 // Filter packing (backprop data, NHWC). W is HWIO, so along the input channel the tile
 // vectorizes over its stride is OC. Copying it once per call into [kh][kw][oc][i] makes each
 // (tap, output channel) row of input channels contiguous, and every group's slice with it.
+// A 16-bit filter that the target multiplies in float32 (f16 always, bf16 without
+// avx512_bf16's dot product) is widened in the same copy: the tiles then load plain float32
+// vectors, or take them as FMA memory operands, instead of widening every vector at every
+// reduction point (two extra vector ops each, on the pipes the FMAs need). The widening is
+// exact, so the results are the same bit for bit.
 #include "ir/passes/pass_util.hpp"
 #include "ir/passes/passes.hpp"
 
 namespace convjit::ir {
 
-LoopNest pack_filter(LoopNest nest, const Target&) {
+LoopNest pack_filter(LoopNest nest, const Target& target) {
   const ConvProblem& p = nest.problem;
   const int w = nest.buffer_of_kind(BufferKind::kW);
   // Depthwise (one input channel per group) and OC == 1 filters are already contiguous enough.
@@ -17,7 +22,9 @@ LoopNest pack_filter(LoopNest nest, const Target&) {
   Buffer packed;
   packed.name = "wp";
   packed.kind = BufferKind::kScratch;
-  packed.dtype = p.dtype;
+  const bool widen =
+      p.dtype == DType::kHalf || (p.dtype == DType::kBFloat16 && !target.has_avx512_bf16);
+  packed.dtype = widen ? DType::kFloat32 : p.dtype;
   packed.dims = {p.kh, p.kw, p.oc, p.filter_in};
   packed.strides = {p.kw * p.oc * p.filter_in, p.oc * p.filter_in, p.filter_in, 1};
   const int wp = nest.add_buffer(std::move(packed));
