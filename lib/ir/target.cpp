@@ -1,6 +1,12 @@
 // Target: the scalar interpreter target and the host CPU's features, capped by CONVJIT_ISA.
 #include "ir/target.hpp"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+#include <cstring>
+#endif
+
 namespace convjit::ir {
 
 std::string Target::name() const {
@@ -14,8 +20,37 @@ std::string Target::name() const {
   if (!has_fma) out += "-fma";
   if (has_f16c) out += "+f16c";
   if (has_avx512_bf16) out += "+bf16";
+  if (fmas_per_cycle != 2) out += "/fma" + std::to_string(fmas_per_cycle);
   return out;
 }
+
+namespace {
+
+#if defined(__x86_64__) || defined(__i386__)
+/// Bytes one pass of the core's FMA pipes covers, from the CPU's vendor and family: AMD's
+/// Zen 1 and Zen+ (family 17h below model 30h, and Hygon's family 18h) run 128-bit halves;
+/// Zen 2 to Zen 4 (up to family 19h) 256-bit halves; Zen 5 and Intel's AVX-512 cores whole
+/// zmm vectors. A CPU this does not know is taken to run its widest vector in one pass.
+int fma_datapath_bytes(int widest_vector_bytes) {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return widest_vector_bytes;
+  char vendor[13] = {};
+  std::memcpy(vendor, &ebx, 4);
+  std::memcpy(vendor + 4, &edx, 4);
+  std::memcpy(vendor + 8, &ecx, 4);
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return widest_vector_bytes;
+  const unsigned base_family = (eax >> 8) & 0xF;
+  const unsigned family = base_family == 0xF ? base_family + ((eax >> 20) & 0xFF) : base_family;
+  const unsigned model = ((eax >> 4) & 0xF) | (base_family == 0xF ? ((eax >> 16) & 0xF) << 4 : 0);
+  const bool amd = std::strcmp(vendor, "AuthenticAMD") == 0;
+  const bool hygon = std::strcmp(vendor, "HygonGenuine") == 0;
+  if ((amd && family == 0x17 && model < 0x30) || (hygon && family == 0x18)) return 16;
+  if (amd && (family == 0x17 || family == 0x19)) return 32;
+  return widest_vector_bytes;
+}
+#endif
+
+}  // namespace
 
 Target Target::generic(int num_threads) {
   Target t;
@@ -46,6 +81,8 @@ Target Target::host(Isa max_isa, int num_threads) {
   if (t.isa != Isa::kGeneric) {
     t.has_fma = __builtin_cpu_supports("fma");
     t.has_f16c = __builtin_cpu_supports("f16c");
+    const int datapath = fma_datapath_bytes(t.vector_bytes);
+    t.fmas_per_cycle = datapath >= t.vector_bytes ? 2 : 1;
   }
 #else
   (void)max_isa;

@@ -15,6 +15,11 @@ struct Target {
   bool has_fma = false;
   bool has_f16c = false;
   bool has_avx512_bf16 = false;
+  // Vector FMAs the core starts per cycle at vector_bytes. Two on most x86 cores; one where
+  // the FMA pipes are half as wide as the vector and run each one in two halves (Zen 1 and
+  // Zen+ with ymm, Zen 4 with zmm). Half the rate halves the accumulators that hide the FMA
+  // latency, so small tiles and tails cost relatively less there.
+  int fmas_per_cycle = 2;
   std::int64_t l1_bytes = 32 * 1024;
   std::int64_t l2_bytes = 1024 * 1024;
   static constexpr std::int64_t kCacheLineBytes = 64;  // every x86 core
@@ -26,7 +31,8 @@ struct Target {
 
   /// Lanes of one vector for an element of `bytes` bytes (1 for the scalar target).
   int lanes(int bytes) const { return vector_bytes > 0 ? vector_bytes / bytes : 1; }
-  /// "avx512", "avx2", "generic"; with the features that change code, e.g. "avx512+bf16".
+  /// "avx512", "avx2", "generic"; with the features that change code, e.g. "avx512+bf16", and
+  /// an FMA rate other than two a cycle, e.g. "avx512+f16c+bf16/fma1".
   std::string name() const;
 
   /// The scalar target the interpreter uses.

@@ -212,5 +212,34 @@ TEST(TileModel, ColumnGranuleKeepsTilesOnWholeLines) {
   EXPECT_EQ(narrow.rows, narrow_plain.rows);
 }
 
+// At one vector FMA a cycle (Zen 1's ymm, Zen 4's zmm) four accumulators already hide the FMA
+// latency, so a short tile costs no more per FMA than a tall one. 28 pixels of 128 channels
+// then take 3x32 tiles (one 1x32 tail) over 6x16 tiles (one 4x16 tail, 8 column blocks of
+// them): on Zen 1 the 3x32 kernel ran 5-7% faster. At two a cycle the 1x32 tail's latency
+// bound tips the choice the other way. The rate is part of the target's name (the cache key).
+TEST(TileModel, HalfRateFmasTakeWiderShorterTiles) {
+  Target half = avx2();
+  half.fmas_per_cycle = 1;
+  const TileShape full_rate =
+      TileModel::of(avx2(), DType::kFloat32).choose(TileForm::kOuterProduct, 28, 128, 9 * 128);
+  const TileShape half_rate =
+      TileModel::of(half, DType::kFloat32).choose(TileForm::kOuterProduct, 28, 128, 9 * 128);
+  EXPECT_EQ(full_rate.rows, 6);
+  EXPECT_EQ(full_rate.cols, 16);
+  EXPECT_EQ(half_rate.rows, 3);
+  EXPECT_EQ(half_rate.cols, 32);
+  // Half the rate makes the same tiles slower, and the tile with four accumulators costs as
+  // much per FMA as the one with twelve (both bound by the FMA issue, not the latency).
+  const TileModel m2 = TileModel::of(avx2(), DType::kFloat32),
+                  m1 = TileModel::of(half, DType::kFloat32);
+  EXPECT_GT(m1.cycles(TileForm::kOuterProduct, 3, 4, 3, 32, 1000),
+            m2.cycles(TileForm::kOuterProduct, 3, 4, 3, 32, 1000));
+  const double per_fma_small = m1.cycles(TileForm::kOuterProduct, 1, 4, 1, 32, 1000) / 4;
+  const double per_fma_big = m1.cycles(TileForm::kOuterProduct, 3, 4, 3, 32, 1000) / 12;
+  EXPECT_NEAR(per_fma_small, per_fma_big, 0.1 * per_fma_big);
+  EXPECT_EQ(avx2().name(), "avx2+f16c");
+  EXPECT_EQ(half.name(), "avx2+f16c/fma1");
+}
+
 }  // namespace
 }  // namespace convjit::ir

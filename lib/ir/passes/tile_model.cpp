@@ -1,7 +1,8 @@
 // The register-tile cost model. Per reduction point a tile issues one FMA per accumulator and
 // loads its operands: a broadcast per row and the shared vectors (outer product), or a vector
-// per accumulator plus the shared ones (elementwise). Two FMA and two load ports bound the
-// throughput, the FMA latency bounds a tile with few accumulators, and every tile pays for
+// per accumulator plus the shared ones (elementwise). The target's FMA rate (two a cycle, or
+// one where the pipes split each vector in two) and two load ports bound the throughput, the
+// FMA latency bounds a tile with few accumulators, and every tile pays for
 // writing its accumulators back. Summed over the main tiles and the row and column tails, the
 // estimate picks the shape; ties go to the first (fewer columns, fewer rows) candidate.
 #include "ir/passes/tile_model.hpp"
@@ -15,8 +16,7 @@ namespace {
 constexpr int kGenericRegisters = 16;
 // Registers the x86 emitter keeps for per-row operand temporaries.
 constexpr int kTemporaries = 2;
-// Issue ports for FMAs and for loads, and the FMA latency, in cycles (common to recent x86).
-constexpr double kFmaPorts = 2;
+// Issue ports for loads, and the FMA latency in cycles (common to recent x86).
 constexpr double kLoadPorts = 2;
 constexpr double kFmaLatency = 4;
 // Loads that the ports could absorb still cost cache bandwidth (the shared vectors stream from
@@ -40,6 +40,7 @@ TileModel TileModel::of(const Target& target, DType dtype) {
   m.registers_ = target.vector_registers > 0 ? target.vector_registers : kGenericRegisters;
   // Only a vector backend streams shared vectors; the scalar target keeps the plain count.
   m.streams_ = target.vector_registers > 0;
+  m.fmas_per_cycle_ = std::max(target.fmas_per_cycle, 1);
   return m;
 }
 
@@ -55,7 +56,7 @@ double TileModel::tile_cycles(TileForm form, std::int64_t rows, std::int64_t vec
   const double acc = static_cast<double>(rows * vecs);
   const double loads = form == TileForm::kElementwise ? acc + static_cast<double>(vecs)
                                                       : static_cast<double>(rows + vecs);
-  const double step = std::max({acc / kFmaPorts, loads / kLoadPorts, kFmaLatency}) +
+  const double step = std::max({acc / fmas_per_cycle_, loads / kLoadPorts, kFmaLatency}) +
                       kLoadPressure * loads / kLoadPorts;
   return static_cast<double>(reduce_points) * step + acc + kTileOverhead;
 }

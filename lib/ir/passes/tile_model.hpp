@@ -60,6 +60,7 @@ class TileModel {
   std::int64_t lanes_ = 1;
   int registers_ = 16;
   bool streams_ = false;
+  double fmas_per_cycle_ = 2;
 };
 
 }  // namespace convjit::ir
