@@ -147,6 +147,72 @@ bool Emitter::try_emit_repeat_store_loop(const ir::Loop& loop) {
   return true;
 }
 
+bool Emitter::try_emit_interleave_store_loop(const ir::Loop& loop) {
+  if (loop.body.size() != 2 || loop.step != 1 || loop.trip_count() < 1) return false;
+  const auto* first = std::get_if<ir::Store>(&loop.body[0].node);
+  const auto* second = std::get_if<ir::Store>(&loop.body[1].node);
+  if (first == nullptr || second == nullptr || !first->has_src || !second->has_src ||
+      first->accumulate || second->accumulate) {
+    return false;
+  }
+  const std::int64_t trip = loop.trip_count();
+  AccessInfo d0, d1, s0, s1;
+  if (!analyze_access(nest_, first->dst, -1, loop.var, trip, &d0) ||
+      !analyze_access(nest_, second->dst, -1, loop.var, trip, &d1) ||
+      !analyze_access(nest_, first->src, -1, loop.var, trip, &s0) ||
+      !analyze_access(nest_, second->src, -1, loop.var, trip, &s1)) {
+    return false;
+  }
+  // dst[2i] = s0[i] and dst[2i + 1] = s1[i], all one 16-bit type, both sources contiguous in
+  // one buffer a constant distance apart (one base register and a displacement).
+  const ir::Affine dst_gap = d1.offset - d0.offset, src_gap = s1.offset - s0.offset;
+  const bool sixteen =
+      d0.elem_bytes == 2 && d0.dtype == d1.dtype && s0.dtype == d0.dtype && s1.dtype == d0.dtype;
+  if (!sixteen || d0.buffer != d1.buffer || s0.buffer != s1.buffer || d0.buffer == s0.buffer ||
+      d0.col_coef != 2 || d1.col_coef != 2 || !dst_gap.is_constant() || dst_gap.constant != 1 ||
+      s0.col_coef != 1 || s1.col_coef != 1 || s0.shape != ColumnShape::kContiguous ||
+      !src_gap.is_constant() || !fits_int32((std::llabs(src_gap.constant) + 64) * 2)) {
+    return false;
+  }
+  const std::int32_t second_src = static_cast<std::int32_t>(src_gap.constant * 2);
+  // Pairs per vector: one dword lane each.
+  const int vl = static_cast<int>(lanes(DType::kFloat32));
+  k1_count_ = -1;
+  emit_base_pointer(r8, d0, {loop.var}, loop.begin * 2);
+  emit_base_pointer(r9, s0, {loop.var}, loop.begin);
+  auto body = [&](int count) {
+    if (count < vl) {
+      for (int lane = 0; lane < count; ++lane) {
+        copy_element(r8 + lane * 4, r9 + lane * 2, 2);
+        copy_element(r8 + lane * 4 + 2, r9 + second_src + lane * 2, 2);
+      }
+      return;
+    }
+    // Zero-extend each source's halves into dwords, move the second into the high halves.
+    if (avx512_) {
+      vpmovzxwd(Zmm(0), ptr[r9]);
+      vpmovzxwd(Zmm(1), ptr[r9 + second_src]);
+      vpslld(Zmm(1), Zmm(1), 16);
+      vpord(Zmm(0), Zmm(0), Zmm(1));
+      vmovdqu32(ptr[r8], Zmm(0));
+    } else {
+      vpmovzxwd(Ymm(0), ptr[r9]);
+      vpmovzxwd(Ymm(1), ptr[r9 + second_src]);
+      vpslld(Ymm(1), Ymm(1), 16);
+      vpor(Ymm(0), Ymm(0), Ymm(1));
+      vmovdqu(ptr[r8], Ymm(0));
+    }
+  };
+  emit_counted_loop(trip / vl, [&] {
+    body(vl);
+    add_imm(r8, vl * 4);
+    add_imm(r9, vl * 2);
+  });
+  if (trip % vl != 0) body(static_cast<int>(trip % vl));
+  k1_count_ = -1;
+  return true;
+}
+
 void Emitter::emit_counted_loop(std::int64_t iterations, const std::function<void()>& body) {
   if (iterations <= 0) return;
   Label head;

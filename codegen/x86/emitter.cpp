@@ -177,7 +177,7 @@ void Emitter::emit_function(const ir::Stmt& stmt, FunctionEntry* entry) {
 void Emitter::emit_stmt(const ir::Stmt& stmt) {
   if (const auto* loop = std::get_if<ir::Loop>(&stmt.node)) {
     if (!try_emit_vector_store_loop(*loop) && !try_emit_repeat_store_loop(*loop) &&
-        !try_emit_transpose_loop(*loop)) {
+        !try_emit_interleave_store_loop(*loop) && !try_emit_transpose_loop(*loop)) {
       emit_loop(*loop);
     }
   } else if (const auto* tile = std::get_if<ir::Tile>(&stmt.node)) {

@@ -7,8 +7,9 @@
 // the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after
 // tiling, so it sees the border tiles' final ranges), the merging of parts that all this made
 // equal, per-thread operand copies (one chunk of images per thread), the choice of
-// non-temporal output stores (once the tiles and the buffers they write are final), and
-// threads last (they split whatever loops are left).
+// non-temporal output stores (once the tiles and the buffers they write are final), threads
+// (they split whatever loops are left), and last the bfloat16 filter gradient's image pairs
+// (they follow the per-thread batch loops the split made).
 #include "ir/pipeline.hpp"
 
 #include "ir/lower.hpp"
@@ -35,6 +36,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"privatize_batch_copies", &privatize_batch_copies},
       {"stream_output_stores", &stream_output_stores},
       {"parallelize", &parallelize},
+      {"pair_images", &pair_images},
   };
   return kPasses;
 }

@@ -6,6 +6,10 @@
 //
 //   convjit_compile_bench [--isa avx512|avx2] [--threads 1,2] [--dtypes f32,bf16]
 //                         [--fmas-per-cycle 1|2] [--repeats N] [--shapes FILE]
+//                         [--print-ir SHAPE]
+//
+// --print-ir prints the scheduled loop nest of every kernel of the named suite shape, as the
+// target would get it (CONVJIT_VERBOSE=2 shows the same for the host's own target only).
 //
 // --fmas-per-cycle sets the target's FMA rate (the tile model's one CPU-specific input): by
 // default the host's at that ISA, or 2 for an ISA the host lacks. The suite's Zen 4 reference
@@ -23,6 +27,7 @@
 #include "codegen/x86/x86_backend.hpp"
 #include "frontend/validate.hpp"
 #include "ir/pipeline.hpp"
+#include "ir/printer.hpp"
 
 namespace convjit {
 namespace {
@@ -73,7 +78,7 @@ double median(std::vector<double> v) {
 
 int run(int argc, char** argv) {
   std::string isa_name = "avx512", threads_list = "1,2", dtypes_list = "f32,bf16";
-  std::string shapes_path = CONVJIT_DEFAULT_SHAPES;
+  std::string shapes_path = CONVJIT_DEFAULT_SHAPES, print_ir;
   int repeats = 15, fmas_per_cycle = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -96,6 +101,8 @@ int run(int argc, char** argv) {
         std::fprintf(stderr, "--fmas-per-cycle takes 1 or 2\n");
         return 2;
       }
+    } else if (flag == "--print-ir") {
+      print_ir = value;
     } else if (flag == "--shapes") {
       shapes_path = value;
     } else {
@@ -131,7 +138,7 @@ int run(int argc, char** argv) {
           }
           std::vector<double> sched, gen;
           std::size_t bytes = 0;
-          std::string name;
+          std::string name, ir_text;
           for (int r = 0; r < repeats; ++r) {
             const Clock::time_point t0 = Clock::now();
             const ir::LoopNest nest = ir::lower_and_schedule(problem.value(), target);
@@ -147,12 +154,14 @@ int run(int argc, char** argv) {
             gen.push_back(ms_between(t1, t2));
             bytes = code.value()->code_bytes().size();
             name = code.value()->name();
+            if (shape.name == print_ir) ir_text = ir::print(nest);
           }
           const double s = median(sched), g = median(gen);
           totals.push_back(s + g);
           std::printf("%-20s %-11s %-4s %2d %9.3f %9.3f %9.3f %8zu  %s\n", shape.name.c_str(),
                       bench::bench_op_name(shape, op), dt.c_str(), threads, s, g, s + g, bytes,
                       name.c_str());
+          if (!ir_text.empty()) std::printf("%s\n", ir_text.c_str());
         }
       }
     }

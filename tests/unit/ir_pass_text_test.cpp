@@ -633,7 +633,8 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "merge_equal_parts",
                                          "privatize_batch_copies",
                                          "stream_output_stores",
-                                         "parallelize"};
+                                         "parallelize",
+                                         "pair_images"};
   EXPECT_EQ(seen, want);
 }
 

@@ -164,12 +164,14 @@ const std::vector<Geometry>& geometries() {
       {1, 6, 7, 3, 2, 3, 3, 2, 3, 2, 1, 3, Padding::kExplicit, 1, 2, 0, 3},
       {1, 6, 6, 4, 3, 3, 1, 1, 1, 1, 1, 1, Padding::kSame, 0, 0, 0, 0, true},
       {2, 7, 5, 3, 3, 2, 1, 2, 2, 2, 2, 1, Padding::kSame, 0, 0, 0, 0, true},
-      {1, 5, 4, 2, 1, 1, 2, 3, 2, 2, 1, 1, Padding::kValid},   // 1x1, residues with no tap
+      {1, 5, 4, 2, 1, 1, 2, 3, 2, 2, 1, 1, Padding::kValid},  // 1x1, residues with no tap
       {1, 8, 8, 2, 3, 3, 2, 2, 1, 1, 3, 3, Padding::kExplicit, 6, 5, 6, 5},  // wide borders
-      {1, 1, 5, 2, 5, 2, 2, 2, 3, 1, 1, 1, Padding::kValid},   // out height 0: empty
-      {0, 4, 4, 2, 3, 3, 2, 2, 1, 1, 1, 1, Padding::kSame},    // empty batch
+      {1, 1, 5, 2, 5, 2, 2, 2, 3, 1, 1, 1, Padding::kValid},                 // out height 0: empty
+      {0, 4, 4, 2, 3, 3, 2, 2, 1, 1, 1, 1, Padding::kSame},                  // empty batch
       {1, 12, 11, 17, 3, 3, 17, 19, 1, 1, 1, 1, Padding::kSame},  // channel tails, threads
       {1, 4, 5, 40, 3, 3, 40, 6, 1, 1, 1, 1, Padding::kSame},     // channel blocks (vector targets)
+      {5, 6, 5, 3, 3, 2, 3, 18, 1, 2, 1, 1,
+       Padding::kSame},  // odd batch: image pairs, a last image
   };
   return kCases;
 }
@@ -184,8 +186,15 @@ class IrScheduleSweep : public ::testing::TestWithParam<SweepParam> {};
 TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
   const auto [dir, dtype] = GetParam();
   const Target host = Target::host(Isa::kAvx512, 4);
+  // An AVX-512 target with avx512_bf16 whatever the host: its schedules (bfloat16 reduction
+  // pairs and image pairs) are interpreted here, so they are checked on any machine.
+  Target bf16_dot = Target::generic(2);
+  bf16_dot.isa = Isa::kAvx512;
+  bf16_dot.vector_bytes = 64;
+  bf16_dot.vector_registers = 32;
+  bf16_dot.has_fma = bf16_dot.has_f16c = bf16_dot.has_avx512_bf16 = true;
   const std::vector<std::pair<Target, bool>> targets = {
-      {Target::generic(1), false}, {Target::generic(4), true}, {host, true}};
+      {Target::generic(1), false}, {Target::generic(4), true}, {host, true}, {bf16_dot, true}};
   std::uint64_t seed = 11;
   for (const DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
     for (std::size_t gi = 0; gi < geometries().size(); ++gi) {
@@ -216,6 +225,63 @@ TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
       }
       ++seed;
     }
+  }
+}
+
+// Bfloat16 filter gradients on an avx512_bf16 target take the batch two images at a time in
+// every schedule form: unblocked tiles reducing over the images (one thread, and a chunk of
+// images per thread), and block_reduction's batch loops (a small L2 forces them), with an odd
+// image left to the unpaired tiles. Each final nest matches the reference.
+TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
+  struct Case {
+    std::int64_t n, hw, c, oc;
+    int threads;
+    std::int64_t l2_bytes;
+    bool last_image;  // an odd image in a batch loop runs unpaired
+  };
+  const Case cases[] = {{4, 6, 3, 18, 1, 1 << 20, false},    // unblocked, one thread
+                        {4, 12, 16, 32, 2, 1 << 20, false},  // unblocked, two images per thread
+                        {5, 6, 3, 18, 1, 4096, true},        // blocked: two pairs and a last image
+                        {6, 12, 16, 32, 2, 4096, true}};     // blocked, three images per thread
+  std::uint64_t seed = 301;
+  for (const Case& c : cases) {
+    const Geometry g{c.n, c.hw, c.hw - 1, c.c, 3, 2, c.c, c.oc, 1, 2, 1, 1, Padding::kSame};
+    const ConvProblem p =
+        make_problem(g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
+    Target t = Target::generic(c.threads);
+    t.isa = Isa::kAvx512;
+    t.vector_bytes = 64;
+    t.vector_registers = 32;
+    t.has_fma = t.has_f16c = t.has_avx512_bf16 = true;
+    t.l2_bytes = c.l2_bytes;
+    const LoopNest nest = lower_and_schedule(p, t);
+    const std::string text = print(nest);
+    SCOPED_TRACE(text);
+    EXPECT_EQ(nest.schedule_summary.find("par=") != std::string::npos, c.threads > 1);
+    EXPECT_NE(nest.schedule_summary.find("dp2n"), std::string::npos);
+    EXPECT_NE(text.find("\"image pairs\""), std::string::npos);
+    EXPECT_NE(text.find("buffer xq scratch bfloat16"), std::string::npos);
+    EXPECT_EQ(text.find("\"last image\"") != std::string::npos, c.last_image);
+    // A paired tile prints its second product: "+ xq[..] * dyq[..]".
+    EXPECT_NE(text.find(" + xq["), std::string::npos);
+    // Scratch per thread: f32 partial sums and one interleaved pair of x and dy images (an
+    // unblocked batch, which fits in half the L2, may hold all of its pairs).
+    const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
+    const std::int64_t pair = 2 * (p.ih * p.iw * p.ic + p.oh * p.ow * p.oc);
+    const std::int64_t unblocked = c.l2_bytes > 4096 ? c.l2_bytes : 0;
+    EXPECT_LE(nest.scratch_bytes(), c.threads * (4 * filter + 2 * pair) + unblocked);
+
+    Operands ref = make_operands(p, seed);
+    run_reference(p, ref.ptrs());
+    Operands got = make_operands(p, seed);
+    got.w.fill(std::numeric_limits<double>::quiet_NaN());
+    ASSERT_TRUE(interpret(nest, got.ptrs(),
+                          c.threads > 1 ? ParallelFor(threaded_for) : ParallelFor(serial_for))
+                    .is_ok());
+    EXPECT_TRUE(convjit::testing::all_close(
+        got.w.view(), ref.w.view(),
+        convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))));
+    ++seed;
   }
 }
 

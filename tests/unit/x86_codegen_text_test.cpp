@@ -199,17 +199,24 @@ TEST(X86CodegenText, Avx512F32FmaBroadcastsAndCleanInteriorLoops) {
 
 TEST(X86CodegenText, SixteenBitTypesConvertThroughF32) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
-  const ir::Target t = target_for(ir::Isa::kAvx512);
-  Compiled bf = compile_for(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 32), ir::Isa::kAvx512);
+  // Without avx512_bf16 (where it has it, bf16 filter gradients pair images instead),
+  // bfloat16 widens by a 16-bit shift into f32 lanes, accumulates with f32 FMAs and rounds
+  // back by integer arithmetic and a vpmovdw.
+  ir::Target t = target_for(ir::Isa::kAvx512);
+  t.has_avx512_bf16 = false;
+  Compiled bf =
+      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 32), t);
   ASSERT_TRUE(bf.code);
-  // bfloat16 widens by a 16-bit shift into f32 lanes and accumulates with f32 FMAs.
   EXPECT_NE(bf.disassembly.find("vpslld zmm"), std::string::npos);
   EXPECT_NE(bf.disassembly.find("vfmadd231ps zmm"), std::string::npos);
-  if (t.has_avx512_bf16) {
-    EXPECT_NE(bf.disassembly.find("vcvtneps2bf16"), std::string::npos);
-  } else {
-    EXPECT_NE(bf.disassembly.find("vpmovdw"), std::string::npos);
-  }
+  EXPECT_NE(bf.disassembly.find("vpmovdw"), std::string::npos);
+  EXPECT_EQ(bf.disassembly.find("vdpbf16ps"), std::string::npos);
+  // With it, the rounding to bfloat16 is one instruction.
+  t.has_avx512_bf16 = true;
+  Compiled native =
+      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 32), t);
+  ASSERT_TRUE(native.code);
+  EXPECT_NE(native.disassembly.find("vcvtneps2bf16"), std::string::npos);
   Compiled h = compile_for(problem_of(OpKind::kConv2DBackpropInput, DType::kHalf, 32), ir::Isa::kAvx512);
   ASSERT_TRUE(h.code);
   EXPECT_NE(h.disassembly.find("vcvtph2ps zmm"), std::string::npos);
@@ -262,6 +269,39 @@ TEST(X86CodegenText, SixteenBitDataGradientsReadAWidenedFilter) {
       EXPECT_LT(2 * s.widenings, s.fmas) << c.code->name();
     }
   }
+}
+
+// Bfloat16 filter gradient where the CPU has avx512_bf16: the batch goes two images at a time
+// through vdpbf16ps, x's image pair riding on it as a {1to16} dword broadcast, and the hot
+// loop converts nothing. The pair copies interleave whole vectors: each image's 16 elements
+// zero-extended to dwords, the second shifted into the high halves.
+TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  ir::Target t = target_for(ir::Isa::kAvx512);
+  t.has_avx512_bf16 = true;  // generated, not run: the host may lack it
+  t.num_threads = 1;         // one thread walks both images: one pair
+  Compiled c =
+      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t);
+  ASSERT_TRUE(c.code);
+  EXPECT_NE(c.code->name().find("_dp2n"), std::string::npos) << c.code->name();
+  EXPECT_TRUE(std::regex_search(
+      c.disassembly,
+      std::regex(
+          R"(vdpbf16ps zmm\d+,zmm\d+,(DWORD BCST \[[^\]]+\]|DWORD PTR \[[^\]]+\]\{1to16\}))")))
+      << c.disassembly.substr(0, 4000);
+  const LoopStats s = hottest_loop(parse(c.disassembly));
+  EXPECT_GE(s.fmas, 8);
+  EXPECT_EQ(s.widenings, 0);
+  EXPECT_EQ(s.compares, 1);
+  EXPECT_TRUE(std::regex_search(c.disassembly, std::regex(R"(vpmovzxwd zmm\d+,YMMWORD PTR)")));
+  EXPECT_NE(c.disassembly.find("vpord"), std::string::npos);
+  // Without avx512_bf16 the same problem keeps its widening f32 FMAs and no pair copies.
+  t.has_avx512_bf16 = false;
+  Compiled w =
+      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t);
+  ASSERT_TRUE(w.code);
+  EXPECT_EQ(w.code->name().find("_dp2n"), std::string::npos) << w.code->name();
+  EXPECT_EQ(w.disassembly.find("vdpbf16ps"), std::string::npos);
 }
 
 TEST(X86CodegenText, Avx2UsesYmmOnly) {

@@ -390,6 +390,38 @@ TEST(X86Emitter, StoresVectorScalarZeroAccumulateScratch) {
   }
 }
 
+// Two 16-bit rows interleaved into the halves of each dword (pair_images' copy of an image
+// pair): whole vectors of pairs and a tail of single pairs, then copied to Y to compare.
+TEST(X86Emitter, InterleavesTwoSixteenBitRowsIntoPairs) {
+  for (const ir::Target& target : targets()) {
+    for (DType dt : {DType::kBFloat16, DType::kHalf}) {
+      for (std::int64_t len : {3, 8, 16, 37, 40}) {
+        NestBuilder nb(dt);
+        const int x = nb.buffer(BufferKind::kX, dt, {2, len});
+        const int y = nb.buffer(BufferKind::kY, dt, {len, 2});
+        const int q = nb.buffer(BufferKind::kScratch, dt, {len, 2});
+        const ir::VarId i = nb.var("i"), j = nb.var("j"), m = nb.var("m");
+        std::vector<ir::Stmt> members;
+        for (std::int64_t member = 0; member < 2; ++member) {
+          ir::Store st;
+          st.dst = NestBuilder::access(q, {v(i), k(member)});
+          st.has_src = true;
+          st.src = NestBuilder::access(x, {k(member), v(i)});
+          members.push_back(ir::Stmt{st});
+        }
+        ir::Store out;
+        out.dst = NestBuilder::access(y, {v(j), v(m)});
+        out.has_src = true;
+        out.src = NestBuilder::access(q, {v(j), v(m)});
+        nb.nest().body.push_back(loop(i, 0, len, std::move(members)));
+        nb.nest().body.push_back(loop(j, 0, len, {loop(m, 0, 2, {ir::Stmt{out}})}));
+        EXPECT_TRUE(jit_matches_interpreter(nb.nest(), target, 1))
+            << dtype_name(dt) << " len=" << len;
+      }
+    }
+  }
+}
+
 // A parallel loop over the batch around a reduction tile, plus a nested parallel loop run
 // serially inside it.
 TEST(X86Emitter, ParallelLoopsSplitAcrossThreads) {

@@ -1,0 +1,297 @@
+// Image pairs for bfloat16 filter gradients (NHWC) on CPUs with avx512_bf16. `vdpbf16ps` adds
+// two products per f32 lane, at twice the FMA rate, when both members of each pair sit in one
+// 32-bit word: acc[v] += a[2k]*b[2k][v] + a[2k+1]*b[2k+1][v]. The filter gradient reduces over
+// (n, oh, ow), and neither x nor dy keeps two reduction points side by side (NHWC puts a pixel's
+// channels together). Pairing along the batch makes one pair layout serve every tap, stride
+// and dilation: points (n, oh, ow) and (n+1, oh, ow) read the same x and dy positions of two
+// images. Once the schedule is final, the images go two at a time through copies that
+// interleave them, per thread (the innermost parallel loop around gives the slot):
+//
+//   blocked (block_reduction's per-chunk batch loops):
+//     for nb "batch":                      for np "image pairs":
+//       tiles: dW += x[e]*dy[e]      ->      xq[slot][0][k][m]  = x[e(2np + m)][k]   (k: h, w, i)
+//                                            dyq[slot][0][k][m] = dy[e(2np + m)][k]  (k: oh, ow, o)
+//                                            paired tiles on xq[slot][0], dyq[slot][0]
+//                                          (an odd last image: the tiles as they were)
+//   unblocked (everything fits in L2, so the tiles reduce over the images themselves):
+//     tiles: reduce n in [0, len)    ->    xq[slot][j][k][m] = x[base + 2j + m][k] for every pair j
+//                                          paired tiles: reduce n in [0, len/2) on xq[slot][n]
+//                                          (len even; the scratch is then bounded by L2)
+//
+// x's pair is then one dword per input channel (the row broadcast) and dyq's pairs are dword
+// lanes along the output channels (the column vector), the form emit_paired_tile takes. Each
+// copy walks an image as one run (x and dy are dense) and stores both members of a pair per
+// element, which the emitter turns into vector interleaves. The copies read each image once,
+// as the tiles did. A batch loop that is itself parallel, tiles that read other images, or an
+// odd unblocked image count keep the widening f32 tiles.
+#include <algorithm>
+
+#include "ir/passes/pass_util.hpp"
+#include "ir/passes/passes.hpp"
+
+namespace convjit::ir {
+namespace {
+
+/// Whether `b`'s images are dense ([n][h][w][c], c contiguous): one image is then one run of
+/// h*w*c elements that a copy walks as a single loop.
+bool dense(const Buffer& b) {
+  return b.dims.size() == 4 && b.strides[3] == 1 && b.strides[2] == b.dims[3] &&
+         b.strides[1] == b.dims[2] * b.strides[2] && b.strides[0] == b.dims[1] * b.strides[1];
+}
+
+class PairImages {
+ public:
+  explicit PairImages(LoopNest& nest) : nest_(nest) {
+    x_ = nest_.buffer_of_kind(BufferKind::kX);
+    y_ = nest_.buffer_of_kind(BufferKind::kY);
+  }
+
+  /// Pairs the images of every batch loop under `body`, or of the tiles in `body` that reduce
+  /// over them; `slot` is the innermost parallel loop around (nullptr: none). Returns how many
+  /// places were paired.
+  int run(std::vector<Stmt>& body, const Loop* slot) {
+    if (!dense(buffer(x_)) || !dense(buffer(y_))) return 0;
+    int paired = 0;
+    for (std::size_t s = 0; s < body.size(); ++s) {
+      auto* l = std::get_if<Loop>(&body[s].node);
+      if (l == nullptr) continue;
+      std::optional<Affine> image;
+      if (l->label == "batch" && l->kind == LoopKind::kSerial && batch_pairable(*l, &image)) {
+        std::vector<Stmt> replaced = pair_batch(*l, *image, slot);
+        body.erase(body.begin() + static_cast<std::ptrdiff_t>(s));
+        body.insert(body.begin() + static_cast<std::ptrdiff_t>(s),
+                    std::make_move_iterator(replaced.begin()),
+                    std::make_move_iterator(replaced.end()));
+        s += replaced.size() - 1;
+        ++paired;
+        continue;
+      }
+      if (l->kind == LoopKind::kParallel && reduce_pairable(l->body)) {
+        pair_reduce(l->body, l);
+        ++paired;
+        continue;
+      }
+      paired += run(l->body, l->kind == LoopKind::kParallel ? l : slot);
+    }
+    if (paired == 0 && slot == nullptr && &body == &nest_.body && reduce_pairable(body)) {
+      pair_reduce(body, nullptr);
+      ++paired;
+    }
+    return paired;
+  }
+
+ private:
+  const Buffer& buffer(int b) const { return nest_.buffers[static_cast<std::size_t>(b)]; }
+
+  /// Whether `t` is a plain outer product of x (rows) and dy (columns) whose image index is
+  /// `var` (coefficient 1) plus terms fixed while `var` moves, the same expression as `image`
+  /// (set by the first tile), with no other index or guard moving with `var`.
+  bool tile_pairable(const Tile& t, VarId var, std::optional<Affine>* image) const {
+    if (t.paired || t.a.buffer != x_ || t.b.buffer != y_ || t.c.buffer == x_ ||
+        t.c.buffer == y_) {
+      return false;
+    }
+    for (const Access* a : {&t.a, &t.b}) {
+      if (a->index.size() != 4) return false;
+      for (const IndexExpr& e : a->index) {
+        if (e.divisor != 1) return false;
+      }
+      const Affine& e = a->index[0].numer;
+      if (e.coef_of(var) != 1 || (image->has_value() && !(**image == e))) return false;
+      for (std::size_t d = 1; d < a->index.size(); ++d) {
+        if (a->index[d].numer.coef_of(var) != 0) return false;
+      }
+      *image = e;
+    }
+    for (const Guard& g : t.guards) {
+      if (g.expr.numer.coef_of(var) != 0) return false;
+    }
+    return true;
+  }
+
+  /// The tiles are the only readers of x and dy in `body` (no copy reads them there).
+  bool only_tiles_read_operands(std::vector<Stmt>& body) const {
+    int accesses = 0, tiles = 0;
+    for_each_access(body, [&](const Access& a, bool) {
+      if (a.buffer == x_ || a.buffer == y_) ++accesses;
+    });
+    for_each_tile(body, {}, [&](Tile&, const VarRanges&) { ++tiles; });
+    return tiles > 0 && accesses == 2 * tiles;
+  }
+
+  /// A blocked batch loop: at least two images, step 1, every tile in it accumulating (into
+  /// dW or partial sums) over one image expression.
+  bool batch_pairable(Loop& batch, std::optional<Affine>* image) {
+    if (batch.step != 1 || batch.trip_count() < 2) return false;
+    bool ok = true;
+    for_each_tile(batch.body, {}, [&](Tile& t, const VarRanges&) {
+      ok = ok && t.accumulate && tile_pairable(t, batch.var, image);
+    });
+    return ok && image->has_value() && only_tiles_read_operands(batch.body);
+  }
+
+  /// Unblocked tiles: every tile's first reduce loop walks the same even number of images
+  /// (two or more) from 0, step 1, at one image expression.
+  bool reduce_pairable(std::vector<Stmt>& body) {
+    bool ok = true, any = false;
+    std::optional<ReduceLoop> images;
+    std::optional<Affine> image;
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      any = true;
+      if (!ok || t.reduce.empty()) {
+        ok = false;
+        return;
+      }
+      const ReduceLoop& n = t.reduce.front();
+      if (images.has_value() && !(*images == n)) ok = false;
+      images = n;
+      ok = ok && n.begin == 0 && n.step == 1 && n.end >= 2 && n.end % 2 == 0 &&
+           tile_pairable(t, n.var, &image);
+    });
+    return ok && any && only_tiles_read_operands(body);
+  }
+
+  /// A scratch of interleaved image pairs of `src`: [slots][pairs][h*w*c][2].
+  int pair_buffer(int src, const char* name, std::int64_t slots, std::int64_t pairs) {
+    const std::int64_t image = buffer(src).strides[0];
+    Buffer b;
+    b.name = name;
+    b.kind = BufferKind::kScratch;
+    b.dtype = buffer(src).dtype;
+    b.dims = {slots, pairs, image, 2};
+    b.strides = {pairs * image * 2, image * 2, 2, 1};
+    return nest_.add_buffer(std::move(b));
+  }
+
+  /// The copy of images `first` and `first + 1` (image expressions) of `src` into
+  /// dst[slot][pair]: one loop over the image's elements storing both members of each pair.
+  Stmt interleave(int src, int dst, const Affine& first, const Affine& second,
+                  const Affine& slot, const Affine& pair, const char* name) {
+    Loop l;
+    l.var = nest_.new_var(name);
+    l.end = buffer(src).strides[0];
+    const IndexExpr zero(Affine::constant_of(0));
+    const Affine members[2] = {first, second};
+    for (std::int64_t m = 0; m < 2; ++m) {
+      Store s;
+      s.dst = Access{dst, {IndexExpr(slot), IndexExpr(pair), IndexExpr(Affine::var(l.var)),
+                           IndexExpr(Affine::constant_of(m))}};
+      s.has_src = true;
+      s.src = Access{src, {IndexExpr(members[m]), zero, zero, IndexExpr(Affine::var(l.var))}};
+      l.body.push_back(Stmt{std::move(s)});
+    }
+    return Stmt{std::move(l)};
+  }
+
+  /// The tile reading member 0 of each pair from the scratches and member 1 beside it:
+  /// [n][h][w][c] becomes [slot][pair][(h*W + w)*C + c][member].
+  void make_paired(Tile& t, const Affine& slot, const Affine& pair) {
+    auto member = [&](const Access& a, int scratch, std::int64_t m) {
+      const Buffer& from = buffer(a.buffer);
+      const Affine within = a.index[1].numer * from.strides[1] +
+                            a.index[2].numer * from.strides[2] + a.index[3].numer;
+      return Access{scratch, {IndexExpr(slot), IndexExpr(pair), IndexExpr(within),
+                              IndexExpr(Affine::constant_of(m))}};
+    };
+    t.a2 = member(t.a, xq_, 1);
+    t.b2 = member(t.b, yq_, 1);
+    t.a = member(t.a, xq_, 0);
+    t.b = member(t.b, yq_, 0);
+    t.paired = true;
+  }
+
+  /// The scratches, created on first use and grown to hold `slots` x `pairs`.
+  void reserve(std::int64_t slots, std::int64_t pairs) {
+    if (xq_ < 0) {
+      xq_ = pair_buffer(x_, "xq", slots, pairs);
+      yq_ = pair_buffer(y_, "dyq", slots, pairs);
+    }
+    for (int q : {xq_, yq_}) {
+      Buffer& b = nest_.buffers[static_cast<std::size_t>(q)];
+      b.dims[0] = std::max(b.dims[0], slots);
+      b.dims[1] = std::max(b.dims[1], pairs);
+      b.strides[1] = b.dims[2] * 2;
+      b.strides[0] = b.dims[1] * b.strides[1];
+    }
+  }
+
+  static Affine slot_of(const Loop* slot_loop) {
+    return slot_loop != nullptr ? Affine::var(slot_loop->var) + (-slot_loop->begin)
+                                : Affine::constant_of(0);
+  }
+
+  std::vector<Stmt> pair_batch(const Loop& batch, const Affine& image, const Loop* slot_loop) {
+    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1);
+    const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
+    Loop pairs;
+    pairs.var = nest_.new_var("np");
+    pairs.end = batch.trip_count() / 2;
+    pairs.label = "image pairs";
+    const Affine first = Affine::var(pairs.var, 2) + batch.begin;
+    const Affine e0 = image.substitute(batch.var, first), e1 = image.substitute(batch.var, first + 1);
+    pairs.body.push_back(interleave(x_, xq_, e0, e1, slot, pair, "qx"));
+    pairs.body.push_back(interleave(y_, yq_, e0, e1, slot, pair, "qy"));
+    std::vector<Stmt> tiles = batch.body;
+    substitute(tiles, batch.var, first);
+    for_each_tile(tiles, {}, [&](Tile& t, const VarRanges&) { make_paired(t, slot, pair); });
+    for (Stmt& s : tiles) pairs.body.push_back(std::move(s));
+
+    std::vector<Stmt> out;
+    out.push_back(Stmt{std::move(pairs)});
+    if (batch.trip_count() % 2 != 0) {
+      Loop last = loop_header(batch);
+      last.begin = batch.end - 1;
+      last.label = "last image";
+      last.body = batch.body;
+      out.push_back(Stmt{std::move(last)});
+    }
+    return out;
+  }
+
+  void pair_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
+    std::int64_t len = 0;
+    VarId n = -1;
+    Affine image;
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      len = t.reduce.front().end;
+      n = t.reduce.front().var;
+      image = t.a.index[0].numer;
+    });
+    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2);
+    const Affine slot = slot_of(slot_loop);
+    Loop pairs;
+    pairs.var = nest_.new_var("np");
+    pairs.end = len / 2;
+    pairs.label = "image pairs";
+    const Affine first = Affine::var(pairs.var, 2);
+    const Affine e0 = image.substitute(n, first), e1 = image.substitute(n, first + 1);
+    pairs.body.push_back(interleave(x_, xq_, e0, e1, slot, Affine::var(pairs.var), "qx"));
+    pairs.body.push_back(interleave(y_, yq_, e0, e1, slot, Affine::var(pairs.var), "qy"));
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      make_paired(t, slot, Affine::var(n));
+      t.reduce.front().end = len / 2;
+    });
+    body.insert(body.begin(), Stmt{std::move(pairs)});
+  }
+
+  LoopNest& nest_;
+  int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1;
+};
+
+}  // namespace
+
+LoopNest pair_images(LoopNest nest, const Target& target) {
+  const ConvProblem& p = nest.problem;
+  if (!target.has_avx512_bf16 || p.dtype != DType::kBFloat16 ||
+      p.direction != ConvDirection::kBackpropFilter || p.format != DataFormat::kNHWC ||
+      p.depthwise || p.n < 2 || p.is_empty()) {
+    return nest;
+  }
+  LoopNest paired = nest;
+  PairImages pairer(paired);
+  if (pairer.run(paired.body, nullptr) == 0) return nest;
+  add_summary(paired, "dp2n");
+  return paired;
+}
+
+}  // namespace convjit::ir
