@@ -212,6 +212,21 @@ TEST(TileModel, ColumnGranuleKeepsTilesOnWholeLines) {
   EXPECT_EQ(narrow.rows, narrow_plain.rows);
 }
 
+// Filter-gradient chunks: a filter whose f32 partial sums stay in L2 keeps the one-row chunks
+// that L1 asks for; one that outgrows L2 gets chunks of at least 16 points per accumulator
+// lane (128 for ymm f32: 5 rows of 28, 10 rows of 14), since every chunk reloads all of them.
+TEST(IrTileModel, FilterGradientChunksGrowWhenPartialSumsOutgrowL2) {
+  auto chunk_summary = [](std::int64_t hw, std::int64_t c) {
+    ConvProblem p = backprop_data(DataFormat::kNHWC, 8, hw, c, c, 3, 1);
+    p.direction = ConvDirection::kBackpropFilter;
+    const LoopNest nest = lower_and_schedule(p, avx2());
+    return nest.schedule_summary;
+  };
+  EXPECT_NE(chunk_summary(56, 64).find("blk=n,oh1"), std::string::npos) << chunk_summary(56, 64);
+  EXPECT_NE(chunk_summary(28, 128).find("blk=n,oh5"), std::string::npos) << chunk_summary(28, 128);
+  EXPECT_NE(chunk_summary(14, 256).find("blk=n,oh10"), std::string::npos) << chunk_summary(14, 256);
+}
+
 // At one vector FMA a cycle (Zen 1's ymm, Zen 4's zmm) four accumulators already hide the FMA
 // latency, so a short tile costs no more per FMA than a tall one. 28 pixels of 128 channels
 // then take 3x32 tiles (one 1x32 tail) over 6x16 tiles (one 4x16 tail, 8 column blocks of

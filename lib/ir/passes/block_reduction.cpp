@@ -35,6 +35,13 @@ constexpr double kL2Share = 0.5;
 constexpr double kL1Share = 0.2;
 // Most constant chunk parts emitted (each copies the tile nest) before chunks grow instead.
 constexpr std::int64_t kMaxConstantChunks = 8;
+// Reduce points per accumulator lane a chunk gives each tile when the partial sums outgrow L2:
+// every chunk loads and stores all of them, from L3 then, and one-row chunks left the tiles
+// waiting on those loads. Measured on Zen 1 (ymm, f32, 8 lanes: 128 points), 1 thread:
+// resnet_3x3_s1_c128 from 1 to 5 rows 50.5-50.9 -> 46.9-47.4 ms, c256 from 2 to 7 rows 50.3-50.5
+// -> 47.6-48.1 ms, resnet_3x3_s2 from 1 to 5 rows 52.6-54.7 -> 49.2-51.3 ms; a filter that
+// stays in L2 (c64) ran the same at 1, 3 and 6 rows.
+constexpr std::int64_t kMinPointsPerLane = 16;
 
 struct ReduceVars {
   VarId n = -1;
@@ -69,9 +76,10 @@ double chunk_bytes(const ConvProblem& p, std::int64_t rows) {
 // Output rows per chunk. Tiles with vector columns: with the column blocks outside the row
 // blocks (see columns_outside_rows), the tiles of one column block reuse that block's slice of
 // the chunk's dy rows and the x lines of their pixels, so as many rows as keep those within a
-// share of L1: each tile then streams from L1, not L2. Scalar-column tiles (NCHW, where both
-// operands run along W) read whole rows instead: as many as keep the chunk's x and dy rows
-// within a share of L2. At least one row.
+// share of L1: each tile then streams from L1, not L2. Unless the partial sums outgrow L2:
+// then enough rows that reloading the accumulators per chunk costs little (kMinPointsPerLane).
+// Scalar-column tiles (NCHW, where both operands run along W) read whole rows instead: as many as
+// keep the chunk's x and dy rows within a share of L2. At least one row.
 std::int64_t chunk_rows(LoopNest& nest, const Target& target) {
   const ConvProblem& p = nest.problem;
   std::int64_t cols = 1;
@@ -85,8 +93,14 @@ std::int64_t chunk_rows(LoopNest& nest, const Target& target) {
   const std::int64_t per_pixel = cols * dtype_size(p.dtype) + Target::kCacheLineBytes;
   const auto pixels =
       static_cast<std::int64_t>(kL1Share * static_cast<double>(target.l1_bytes)) / per_pixel;
-  return std::clamp<std::int64_t>(pixels / std::max<std::int64_t>(p.ow, 1), 1,
-                                  std::max<std::int64_t>(p.oh, 1));
+  std::int64_t rows = pixels / std::max<std::int64_t>(p.ow, 1);
+  const std::int64_t acc_bytes = dtype_size(accumulator_dtype(p.dtype));
+  const double partial_bytes = static_cast<double>(p.kh * p.kw * p.filter_in * p.oc * acc_bytes);
+  if (partial_bytes > kL2Share * static_cast<double>(target.l2_bytes)) {
+    const std::int64_t points = kMinPointsPerLane * target.lanes(static_cast<int>(acc_bytes));
+    rows = std::max(rows, ceil_div(points, std::max<std::int64_t>(p.ow, 1)));
+  }
+  return std::clamp<std::int64_t>(rows, 1, std::max<std::int64_t>(p.oh, 1));
 }
 
 bool is_column_loop(const Stmt& s) {
