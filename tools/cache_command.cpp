@@ -200,8 +200,10 @@ int list_entries(const ParsedFlags& flags, const Io& io) {
     fmt::print(io.out, "the disk cache at {} is empty\n", cache->dir().string());
     return kExitOk;
   }
-  fmt::print(io.out, "{:<12}  {:<36}  {:<8}  {:<6}  {:<28}  {:<11}  {:<11}  {:>9}  {:>10}  {:>5}  {:>5}\n",
-             "KEY", "OP", "DTYPE", "LAYOUT", "SHAPE", "BACKEND", "ISA", "SIZE", "COMPILE", "HITS", "AGE");
+  // Target names carry tuning facts ("avx2+f16c/fma1/l2=512k"): room for the longest usual one.
+  fmt::print(
+      io.out, "{:<12}  {:<36}  {:<8}  {:<6}  {:<28}  {:<11}  {:<24}  {:>9}  {:>10}  {:>5}  {:>5}\n",
+      "KEY", "OP", "DTYPE", "LAYOUT", "SHAPE", "BACKEND", "ISA", "SIZE", "COMPILE", "HITS", "AGE");
   std::size_t shown = 0;
   for (const dc::ScannedEntry& e : scan.entries) {
     if (!e.meta) {
@@ -211,9 +213,11 @@ int list_entries(const ParsedFlags& flags, const Io& io) {
     const dc::EntryMeta& m = *e.meta;
     if (!filter.matches(m)) continue;
     ++shown;
-    fmt::print(io.out, "{:<12}  {:<36}  {:<8}  {:<6}  {:<28}  {:<11}  {:<11}  {:>9}  {:>7.2f} ms  {:>5}  {:>5}\n",
-               e.key_hash.substr(0, 12), m.op, m.dtype, m.layout, m.shape, m.backend, m.isa,
-               human_bytes(e.bytes), m.compile_ms, m.hits, human_age(now - m.created_ms));
+    fmt::print(
+        io.out,
+        "{:<12}  {:<36}  {:<8}  {:<6}  {:<28}  {:<11}  {:<24}  {:>9}  {:>7.2f} ms  {:>5}  {:>5}\n",
+        e.key_hash.substr(0, 12), m.op, m.dtype, m.layout, m.shape, m.backend, m.isa,
+        human_bytes(e.bytes), m.compile_ms, m.hits, human_age(now - m.created_ms));
   }
   fmt::print(io.out, "{} of {} entries, {} in {}\n", shown, scan.entries.size(),
              human_bytes(scan.total_bytes), cache->dir().string());

@@ -1,6 +1,10 @@
 // Target: the scalar interpreter target and the host CPU's features, capped by CONVJIT_ISA.
 #include "ir/target.hpp"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
@@ -21,6 +25,8 @@ std::string Target::name() const {
   if (has_f16c) out += "+f16c";
   if (has_avx512_bf16) out += "+bf16";
   if (fmas_per_cycle != 2) out += "/fma" + std::to_string(fmas_per_cycle);
+  if (l1_bytes != kDefaultL1Bytes) out += "/l1=" + std::to_string(l1_bytes / 1024) + "k";
+  if (l2_bytes != kDefaultL2Bytes) out += "/l2=" + std::to_string(l2_bytes / 1024) + "k";
   return out;
 }
 
@@ -49,6 +55,13 @@ int fma_datapath_bytes(int widest_vector_bytes) {
   return widest_vector_bytes;
 }
 #endif
+
+/// `name`'s size from the C library (CPUID underneath), or `fallback` when it reports none or
+/// something outside [lo, hi] (a virtual machine may hide or garble the cache leaves).
+std::int64_t cache_bytes(int name, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
+  const long bytes = sysconf(name);
+  return bytes >= lo && bytes <= hi ? static_cast<std::int64_t>(bytes) : fallback;
+}
 
 }  // namespace
 
@@ -83,6 +96,10 @@ Target Target::host(Isa max_isa, int num_threads) {
     t.has_f16c = __builtin_cpu_supports("f16c");
     const int datapath = fma_datapath_bytes(t.vector_bytes);
     t.fmas_per_cycle = datapath >= t.vector_bytes ? 2 : 1;
+    // The last-level cache keeps its default: what a VM reports for it (the whole package's
+    // L3 here, where one core's complex has an eighth of it) is not the share a core gets.
+    t.l1_bytes = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, kDefaultL1Bytes, 8 << 10, 256 << 10);
+    t.l2_bytes = cache_bytes(_SC_LEVEL2_CACHE_SIZE, kDefaultL2Bytes, 128 << 10, 16 << 20);
   }
 #else
   (void)max_isa;

@@ -20,8 +20,12 @@ struct Target {
   // Zen+ with ymm, Zen 4 with zmm). Half the rate halves the accumulators that hide the FMA
   // latency, so small tiles and tails cost relatively less there.
   int fmas_per_cycle = 2;
-  std::int64_t l1_bytes = 32 * 1024;
-  std::int64_t l2_bytes = 1024 * 1024;
+  // Per-core data caches: the host's own (Target::host asks the C library, which reads
+  // CPUID); these defaults (Zen 4's) stand where it cannot tell.
+  static constexpr std::int64_t kDefaultL1Bytes = 32 * 1024;
+  static constexpr std::int64_t kDefaultL2Bytes = 1024 * 1024;
+  std::int64_t l1_bytes = kDefaultL1Bytes;
+  std::int64_t l2_bytes = kDefaultL2Bytes;
   static constexpr std::int64_t kCacheLineBytes = 64;  // every x86 core
   // The last-level cache one core's data lives in (a Zen CCX's L3, a server part's slice
   // share): an output larger than this is evicted before anyone reads it back, so its tiles
@@ -31,8 +35,9 @@ struct Target {
 
   /// Lanes of one vector for an element of `bytes` bytes (1 for the scalar target).
   int lanes(int bytes) const { return vector_bytes > 0 ? vector_bytes / bytes : 1; }
-  /// "avx512", "avx2", "generic"; with the features that change code, e.g. "avx512+bf16", and
-  /// an FMA rate other than two a cycle, e.g. "avx512+f16c+bf16/fma1".
+  /// "avx512", "avx2", "generic"; with the features that change code, e.g. "avx512+bf16", an
+  /// FMA rate other than two a cycle and caches other than the defaults, e.g.
+  /// "avx2+f16c/fma1/l2=512k".
   std::string name() const;
 
   /// The scalar target the interpreter uses.

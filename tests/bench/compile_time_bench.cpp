@@ -11,9 +11,9 @@
 // --print-ir prints the scheduled loop nest of every kernel of the named suite shape, as the
 // target would get it (CONVJIT_VERBOSE=2 shows the same for the host's own target only).
 //
-// --fmas-per-cycle sets the target's FMA rate (the tile model's one CPU-specific input): by
-// default the host's at that ISA, or 2 for an ISA the host lacks. The suite's Zen 4 reference
-// machine runs zmm FMAs at 1 a cycle.
+// --fmas-per-cycle sets the target's FMA rate: by default the host's at that ISA, or 2 for an
+// ISA the host lacks (whose caches are then the defaults, too). The suite's Zen 4 reference
+// machine runs zmm FMAs at 1 a cycle and has the default caches.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -54,7 +54,11 @@ std::vector<std::string> split_list(const std::string& s) {
 // `fmas_per_cycle` when it is above 0.
 ir::Target target_for(ir::Isa isa, int threads, int fmas_per_cycle) {
   ir::Target t = ir::Target::host(isa, threads);
-  if (t.isa != isa) t.fmas_per_cycle = 2;
+  if (t.isa != isa) {  // another machine's code: the defaults, not this host's tuning
+    t.fmas_per_cycle = 2;
+    t.l1_bytes = ir::Target::kDefaultL1Bytes;
+    t.l2_bytes = ir::Target::kDefaultL2Bytes;
+  }
   if (fmas_per_cycle > 0) t.fmas_per_cycle = fmas_per_cycle;
   t.isa = isa;
   t.num_threads = threads;

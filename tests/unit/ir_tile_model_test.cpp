@@ -252,8 +252,28 @@ TEST(TileModel, HalfRateFmasTakeWiderShorterTiles) {
   const double per_fma_small = m1.cycles(TileForm::kOuterProduct, 1, 4, 1, 32, 1000) / 4;
   const double per_fma_big = m1.cycles(TileForm::kOuterProduct, 3, 4, 3, 32, 1000) / 12;
   EXPECT_NEAR(per_fma_small, per_fma_big, 0.1 * per_fma_big);
-  EXPECT_EQ(avx2().name(), "avx2+f16c");
-  EXPECT_EQ(half.name(), "avx2+f16c/fma1");
+}
+
+// The target's name (part of every cache key) carries each fact that changes the code: the
+// FMA rate when it is not two a cycle, and per-core caches other than the defaults. The host's
+// caches, whatever the CPU reports, stay within sane bounds.
+TEST(Target, NamesTheTuningFactsThatChangeCode) {
+  Target t = avx2();
+  EXPECT_EQ(t.name(), "avx2+f16c");
+  t.fmas_per_cycle = 1;
+  EXPECT_EQ(t.name(), "avx2+f16c/fma1");
+  t.l2_bytes = 512 * 1024;
+  EXPECT_EQ(t.name(), "avx2+f16c/fma1/l2=512k");
+  t.l1_bytes = 48 * 1024;
+  EXPECT_EQ(t.name(), "avx2+f16c/fma1/l1=48k/l2=512k");
+  const Target host = Target::host(Isa::kAvx512, 1);
+  if (host.isa != Isa::kGeneric) {
+    EXPECT_GE(host.l1_bytes, 8 << 10);
+    EXPECT_LE(host.l1_bytes, 256 << 10);
+    EXPECT_GE(host.l2_bytes, 128 << 10);
+    EXPECT_LE(host.l2_bytes, 16 << 20);
+    EXPECT_TRUE(host.fmas_per_cycle == 1 || host.fmas_per_cycle == 2);
+  }
 }
 
 }  // namespace
