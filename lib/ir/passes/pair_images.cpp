@@ -16,7 +16,7 @@
 //   unblocked (everything fits in L2, so the tiles reduce over the images themselves):
 //     tiles: reduce n in [0, len)    ->    xq[slot][j][k][m] = x[base + 2j + m][k] for every pair j
 //                                          paired tiles: reduce n in [0, len/2) on xq[slot][n]
-//                                          (len even; the scratch is then bounded by L2)
+//                                          (len even, and one pair or copies within half the L2)
 //
 // x's pair is then one dword per input channel (the row broadcast) and dyq's pairs are dword
 // lanes along the output channels (the column vector), the form emit_paired_tile takes. Each
@@ -41,7 +41,7 @@ bool dense(const Buffer& b) {
 
 class PairImages {
  public:
-  explicit PairImages(LoopNest& nest) : nest_(nest) {
+  PairImages(LoopNest& nest, std::int64_t l2_bytes) : nest_(nest), l2_bytes_(l2_bytes) {
     x_ = nest_.buffer_of_kind(BufferKind::kX);
     y_ = nest_.buffer_of_kind(BufferKind::kY);
   }
@@ -131,7 +131,10 @@ class PairImages {
   }
 
   /// Unblocked tiles: every tile's first reduce loop walks the same even number of images
-  /// (two or more) from 0, step 1, at one image expression.
+  /// (two or more) from 0, step 1, at one image expression, and their copies stay small: one
+  /// pair, or all of them within half the L2 (the unblocked schedule of a batch that fits).
+  /// parallelize's split of a batch that blocking left alone can reach here with a large
+  /// batch per thread; that one keeps its f32 tiles rather than copy it whole.
   bool reduce_pairable(std::vector<Stmt>& body) {
     bool ok = true, any = false;
     std::optional<ReduceLoop> images;
@@ -148,7 +151,10 @@ class PairImages {
       ok = ok && n.begin == 0 && n.step == 1 && n.end >= 2 && n.end % 2 == 0 &&
            tile_pairable(t, n.var, &image);
     });
-    return ok && any && only_tiles_read_operands(body);
+    if (!ok || !any) return false;
+    const std::int64_t copy_bytes = images->end * (buffer(x_).strides[0] + buffer(y_).strides[0]) *
+                                    dtype_size(buffer(x_).dtype);
+    return (images->end == 2 || 2 * copy_bytes <= l2_bytes_) && only_tiles_read_operands(body);
   }
 
   /// A scratch of interleaved image pairs of `src`: [slots][pairs][h*w*c][2].
@@ -275,6 +281,7 @@ class PairImages {
   }
 
   LoopNest& nest_;
+  std::int64_t l2_bytes_;
   int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1;
 };
 
@@ -288,7 +295,7 @@ LoopNest pair_images(LoopNest nest, const Target& target) {
     return nest;
   }
   LoopNest paired = nest;
-  PairImages pairer(paired);
+  PairImages pairer(paired, target.l2_bytes);
   if (pairer.run(paired.body, nullptr) == 0) return nest;
   add_summary(paired, "dp2n");
   return paired;
