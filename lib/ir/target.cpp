@@ -3,8 +3,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 
