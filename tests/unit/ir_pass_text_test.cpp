@@ -691,24 +691,36 @@ for kh in [0, 1) "again":
 )");
 }
 
-// dX of a 1x1x2x3 bfloat16 input, 1x1x3x4 filter, VALID, on a CPU with avx512_bf16: the
-// packed filter's output channels pair up ([o/2][i][2]), the packing copy writes both members
-// of each pair, and the tile takes two output channels (dy's adjacent pair) per point.
-TEST(IrPassText, PairReductionInterleavesOutputChannelPairs) {
+// dX of a 1x1x2x3 input through a 1x1x3x4 filter, VALID.
+ConvProblem tiny_backprop_data(DType dtype) {
   ConvProblem p;
   p.direction = ConvDirection::kBackpropData;
-  p.dtype = DType::kBFloat16;
+  p.dtype = dtype;
   p.n = 1;
   p.ih = p.oh = 1;
   p.iw = p.ow = 2;
   p.ic = p.filter_in = 3;
   p.kh = p.kw = 1;
   p.oc = 4;
+  return p;
+}
+
+// An AVX-512 target with avx512_bf16, whatever the host.
+Target bf16_dot_target() {
   Target t = Target::generic(1);
   t.isa = Isa::kAvx512;
   t.vector_bytes = 64;
   t.vector_registers = 32;
   t.has_avx512_bf16 = true;
+  return t;
+}
+
+// dX of a 1x1x2x3 bfloat16 input, 1x1x3x4 filter, VALID, on a CPU with avx512_bf16: the
+// packed filter's output channels pair up ([o/2][i][2]), the packing copy writes both members
+// of each pair, and the tile takes two output channels (dy's adjacent pair) per point.
+TEST(IrPassText, PairReductionInterleavesOutputChannelPairs) {
+  ConvProblem p = tiny_backprop_data(DType::kBFloat16);
+  const Target t = bf16_dot_target();
   EXPECT_EQ(print(pair_reduction(pack_filter(lower(p), t), t)), R"(kernel backprop_data bfloat16 NHWC "pack dp2"
 buffer dx X bfloat16 dims [1, 1, 2, 3] strides [6, 6, 3, 1]
 buffer w W bfloat16 dims [1, 1, 3, 4] strides [12, 12, 4, 1]
@@ -745,23 +757,12 @@ for n in [0, 1):
 // bf16 without avx512_bf16), so the tiles load float32 vectors; a bf16 filter the dot product
 // takes stays bf16 (pair_reduction packs it in pairs), and float32 stays float32.
 TEST(IrPassText, PackFilterWidensFiltersTheTargetMultipliesInFloat32) {
-  ConvProblem p;
-  p.direction = ConvDirection::kBackpropData;
-  p.n = 1;
-  p.ih = p.oh = 1;
-  p.iw = p.ow = 2;
-  p.ic = p.filter_in = 3;
-  p.kh = p.kw = 1;
-  p.oc = 4;
+  ConvProblem p = tiny_backprop_data(DType::kFloat32);
   Target avx2 = Target::generic(1);
   avx2.isa = Isa::kAvx2;
   avx2.vector_bytes = 32;
   avx2.vector_registers = 16;
-  Target bf16_dot = avx2;
-  bf16_dot.isa = Isa::kAvx512;
-  bf16_dot.vector_bytes = 64;
-  bf16_dot.vector_registers = 32;
-  bf16_dot.has_avx512_bf16 = true;
+  const Target bf16_dot = bf16_dot_target();
   auto packed_dtype = [&](DType dtype, const Target& t) {
     p.dtype = dtype;
     const LoopNest n = pack_filter(lower(p), t);
