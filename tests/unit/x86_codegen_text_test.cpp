@@ -253,14 +253,20 @@ TEST(X86CodegenText, Bf16BackpropDataPairsTheReductionWithVdpbf16ps) {
   EXPECT_NE(o.disassembly.find("vfmadd231ps zmm"), std::string::npos);
 }
 
-// A 16-bit data gradient the CPU multiplies in f32 reads a filter the packing copy widened
-// once: its hot loop widens only each row's dy broadcast (bf16 by a vpand of the broadcast
-// word, nothing to count; f16 one vcvtph2ps per row), never the filter's shared vectors.
+// A 16-bit data gradient the CPU multiplies in f32 reads its vector operand already widened
+// by a copy: the packed filter (channel vectors), or the transposed dy (W-position vectors,
+// 3 channels). Its hot loop widens only each row's broadcast (bf16 by a vpand of the
+// broadcast word, nothing to count; f16 one vcvtph2ps per row), never the shared vectors.
 TEST(X86CodegenText, SixteenBitDataGradientsReadAWidenedFilter) {
   if (!host_has(ir::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
-  for (DType dtype : {DType::kBFloat16, DType::kHalf}) {
-    Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropInput, dtype, 128), ir::Isa::kAvx2);
+  for (const auto& [dtype, channels] : {std::pair{DType::kBFloat16, 128},
+                                        {DType::kHalf, 128},
+                                        {DType::kBFloat16, 3},
+                                        {DType::kHalf, 3}}) {
+    Compiled c =
+        compile_for(problem_of(OpKind::kConv2DBackpropInput, dtype, channels), ir::Isa::kAvx2);
     ASSERT_TRUE(c.code);
+    if (channels == 3) EXPECT_NE(c.code->name().find("wvec"), std::string::npos) << c.code->name();
     const LoopStats s = hottest_loop(parse(c.disassembly));
     EXPECT_GE(s.fmas, 8) << c.code->name();
     if (dtype == DType::kBFloat16) {

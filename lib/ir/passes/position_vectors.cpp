@@ -131,6 +131,9 @@ LoopNest position_vectors(LoopNest nest, const Target& target) {
     Buffer t = nest.buffers[static_cast<std::size_t>(y)];
     t.name = "dyt";
     t.kind = BufferKind::kScratch;
+    // In the accumulator type: the copy widens 16-bit dy once, where the tiles would widen
+    // every dy vector at every tap.
+    t.dtype = accumulator_dtype(p.dtype);
     t.strides = {p.oh * p.oc * p.ow, p.oc * p.ow, 1, p.ow};
     const int yt = nest.add_buffer(std::move(t));
     for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) {
