@@ -193,7 +193,9 @@ LoopNest copy_channels_first_out_backprop(LoopNest nest, const Target& target) {
   const std::int64_t oh = copy.dims[kH], ow = copy.dims[kW];
   const std::int64_t width = repeat ? 2 * ow : ow;  // each column twice when repeated
   copy.dims[kW] = width;
-  if (repeat) copy.dtype = accumulator_dtype(p.dtype);
+  // In the accumulator type: the copy widens 16-bit dy once, where the tiles would widen each
+  // dy vector at every tap (the repeating copy's vpermps also needs f32).
+  copy.dtype = accumulator_dtype(p.dtype);
   if (!per_group) copy.dims[kC] = m;
   copy.strides = {copy.dims[kC] * oh * width, width, 1, oh * width};
   const int s = nest.add_buffer(std::move(copy));
