@@ -960,22 +960,31 @@ TEST(IrPassText, CopyChannelsFirstOutBackpropKeepsTheGroupLoopParallel) {
   EXPECT_NE(five.schedule_summary.find("priv=x2"), std::string::npos) << five.schedule_summary;
 }
 
-// The plane copy is in the accumulator type: 16-bit dy is widened once there, where the tiles
-// would widen each dy vector at every tap (bf16 and f16 NCHW depthwise on AVX2 ran 1.6-5.8x
-// faster); float32 and float64 keep theirs.
-TEST(IrPassText, CopyChannelsFirstOutBackpropWidensSixteenBitDy) {
-  ConvProblem p = nchw_depthwise_backprop_data();
+// Operand copies the tiles take vectors from are in the accumulator type: 16-bit operands
+// are widened once there, where the tiles would widen each vector at every tap. NCHW
+// depthwise dy planes (bf16 and f16 on AVX2 ran 1.6-5.8x faster) and the NHWC depthwise
+// multiplier's deinterleaved filter and dy (1.7-1.8x); float32 and float64 keep theirs.
+TEST(IrPassText, SixteenBitOperandCopiesWidenToTheAccumulatorType) {
   const Target t = avx2_target(1 << 20);
   for (const auto& [dtype, copied] : {std::pair{DType::kBFloat16, DType::kFloat32},
                                       {DType::kHalf, DType::kFloat32},
                                       {DType::kFloat32, DType::kFloat32},
                                       {DType::kFloat64, DType::kFloat64}}) {
-    p.dtype = dtype;
-    const LoopNest nest = lower_and_schedule(p, t);
-    const auto dyp = std::find_if(nest.buffers.begin(), nest.buffers.end(),
-                                  [](const Buffer& b) { return b.name == "dyp"; });
-    ASSERT_NE(dyp, nest.buffers.end()) << dtype_name(dtype);
-    EXPECT_EQ(dyp->dtype, copied) << dtype_name(dtype);
+    for (const DataFormat format : {DataFormat::kNCHW, DataFormat::kNHWC}) {
+      ConvProblem p = nchw_depthwise_backprop_data();  // 2 channels, multiplier 2
+      p.format = format;
+      p.dtype = dtype;
+      const LoopNest nest = lower_and_schedule(p, t);
+      const std::vector<std::string> copies = format == DataFormat::kNCHW
+                                                  ? std::vector<std::string>{"dyp"}
+                                                  : std::vector<std::string>{"wd", "dyd"};
+      for (const std::string& name : copies) {
+        const auto b = std::find_if(nest.buffers.begin(), nest.buffers.end(),
+                                    [&](const Buffer& x) { return x.name == name; });
+        ASSERT_NE(b, nest.buffers.end()) << name << " " << dtype_name(dtype);
+        EXPECT_EQ(b->dtype, copied) << name << " " << dtype_name(dtype);
+      }
+    }
   }
 }
 

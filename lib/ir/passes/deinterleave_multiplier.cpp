@@ -59,17 +59,19 @@ LoopNest deinterleave_multiplier(LoopNest nest, const Target&) {
   });
   if (!all) return nest;
 
+  // Both copies in the accumulator type: they widen 16-bit operands once, where the
+  // elementwise tiles would widen both vectors at every tap.
   Buffer wd;
   wd.name = "wd";
   wd.kind = BufferKind::kScratch;
-  wd.dtype = p.dtype;
+  wd.dtype = accumulator_dtype(p.dtype);
   wd.dims = {p.kh, p.kw, mult, c};
   wd.strides = {p.kw * mult * c, mult * c, c, 1};
   const int wdi = nest.add_buffer(std::move(wd));
   Buffer yd;
   yd.name = "dyd";
   yd.kind = BufferKind::kScratch;
-  yd.dtype = p.dtype;
+  yd.dtype = accumulator_dtype(p.dtype);
   yd.dims = {p.n, p.oh, p.ow, mult, c};
   yd.strides = {p.oh * p.ow * mult * c, p.ow * mult * c, mult * c, c, 1};
   const int ydi = nest.add_buffer(std::move(yd));
