@@ -963,7 +963,17 @@ TEST(IrPassText, CopyChannelsFirstOutBackpropKeepsTheGroupLoopParallel) {
 // Operand copies the tiles take vectors from are in the accumulator type: 16-bit operands
 // are widened once there, where the tiles would widen each vector at every tap. NCHW
 // depthwise dy planes (bf16 and f16 on AVX2 ran 1.6-5.8x faster) and the NHWC depthwise
-// multiplier's deinterleaved filter and dy (1.7-1.8x); float32 and float64 keep theirs.
+// multiplier's deinterleaved filter and dy (1.7-1.8x) and the NCHW filter gradient's
+// channels-last dy (1.4-1.6x); float32 and float64 keep theirs.
+void expect_copies_in(const LoopNest& nest, const std::vector<std::string>& copies, DType dtype) {
+  for (const std::string& name : copies) {
+    const auto b = std::find_if(nest.buffers.begin(), nest.buffers.end(),
+                                [&](const Buffer& x) { return x.name == name; });
+    ASSERT_NE(b, nest.buffers.end()) << name << " " << dtype_name(nest.problem.dtype);
+    EXPECT_EQ(b->dtype, dtype) << name << " " << dtype_name(nest.problem.dtype);
+  }
+}
+
 TEST(IrPassText, SixteenBitOperandCopiesWidenToTheAccumulatorType) {
   const Target t = avx2_target(1 << 20);
   for (const auto& [dtype, copied] : {std::pair{DType::kBFloat16, DType::kFloat32},
@@ -978,13 +988,16 @@ TEST(IrPassText, SixteenBitOperandCopiesWidenToTheAccumulatorType) {
       const std::vector<std::string> copies = format == DataFormat::kNCHW
                                                   ? std::vector<std::string>{"dyp"}
                                                   : std::vector<std::string>{"wd", "dyd"};
-      for (const std::string& name : copies) {
-        const auto b = std::find_if(nest.buffers.begin(), nest.buffers.end(),
-                                    [&](const Buffer& x) { return x.name == name; });
-        ASSERT_NE(b, nest.buffers.end()) << name << " " << dtype_name(dtype);
-        EXPECT_EQ(b->dtype, copied) << name << " " << dtype_name(dtype);
-      }
+      expect_copies_in(nest, copies, copied);
     }
+    // NCHW filter gradient: the channels-last copy of dy (the tiles' column vectors).
+    ConvProblem f = nchw_depthwise_backprop_data();
+    f.direction = ConvDirection::kBackpropFilter;
+    f.depthwise = false;
+    f.groups = 1;
+    f.filter_in = f.ic;
+    f.dtype = dtype;
+    expect_copies_in(lower_and_schedule(f, t), {"dyc"}, copied);
   }
 }
 

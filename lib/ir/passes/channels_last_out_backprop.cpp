@@ -24,6 +24,9 @@ LoopNest channels_last_out_backprop(LoopNest nest, const Target& target) {
   Buffer t = nest.buffers[static_cast<std::size_t>(y)];
   t.name = "dyc";
   t.kind = BufferKind::kScratch;
+  // In the accumulator type: the copy widens 16-bit dy once, where the tiles would widen each
+  // dy vector at every point of the reduction.
+  t.dtype = accumulator_dtype(p.dtype);
   t.strides = {p.oh * p.ow * p.oc, p.ow * p.oc, p.oc, 1};
   const int yc = nest.add_buffer(std::move(t));
   for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) {
