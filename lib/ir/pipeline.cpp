@@ -8,8 +8,8 @@
 // tiling, so it sees the border tiles' final ranges), the merging of parts that all this made
 // equal, per-thread operand copies (one chunk of images per thread), the choice of
 // non-temporal output stores (once the tiles and the buffers they write are final), threads
-// (they split whatever loops are left), and last the bfloat16 filter gradient's image pairs
-// (they follow the per-thread batch loops the split made).
+// (they split whatever loops are left), and last the 16-bit filter gradient's image pairs or
+// widened images (they follow the per-thread batch loops the split made).
 #include "ir/pipeline.hpp"
 
 #include "ir/lower.hpp"

@@ -289,6 +289,57 @@ TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
   }
 }
 
+// Without the dot product (AVX2 here, or f16 anywhere), a 16-bit filter gradient widens each
+// image's dy once into the thread's slot instead of every dy vector at every point of the
+// reduction, in every schedule form; each final nest matches the reference.
+TEST(IrPairImages, WithoutTheDotProductDyIsWidenedPerImage) {
+  struct Case {
+    std::int64_t n, hw, c, oc;
+    int threads;
+    std::int64_t l2_bytes;
+  };
+  const Case cases[] = {{3, 6, 3, 18, 1, 1 << 20},    // unblocked, one thread
+                        {4, 12, 16, 32, 2, 1 << 20},  // unblocked, two images per thread
+                        {5, 6, 3, 18, 1, 4096},       // blocked
+                        {6, 12, 16, 32, 2, 4096}};    // blocked, three images per thread
+  std::uint64_t seed = 401;
+  for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {
+    for (const Case& c : cases) {
+      const Geometry g{c.n, c.hw, c.hw - 1, c.c, 3, 2, c.c, c.oc, 1, 2, 1, 1, Padding::kSame};
+      const ConvProblem p =
+          make_problem(g, ConvDirection::kBackpropFilter, dtype, DataFormat::kNHWC);
+      Target t = Target::generic(c.threads);
+      t.isa = Isa::kAvx2;
+      t.vector_bytes = 32;
+      t.vector_registers = 16;
+      t.has_fma = t.has_f16c = true;
+      t.l2_bytes = c.l2_bytes;
+      const LoopNest nest = lower_and_schedule(p, t);
+      const std::string text = print(nest);
+      SCOPED_TRACE(text);
+      EXPECT_NE(nest.schedule_summary.find("wdy"), std::string::npos);
+      EXPECT_NE(text.find("buffer dyw scratch float32"), std::string::npos);
+      EXPECT_EQ(text.find("* dy["), std::string::npos);  // no tile reads dy itself
+      const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
+      const std::int64_t image = p.oh * p.ow * p.oc;
+      const std::int64_t unblocked = c.l2_bytes > 4096 ? c.l2_bytes : 0;
+      EXPECT_LE(nest.scratch_bytes(), c.threads * 4 * (filter + image) + unblocked);
+
+      Operands ref = make_operands(p, seed);
+      run_reference(p, ref.ptrs());
+      Operands got = make_operands(p, seed);
+      got.w.fill(std::numeric_limits<double>::quiet_NaN());
+      ASSERT_TRUE(interpret(nest, got.ptrs(),
+                            c.threads > 1 ? ParallelFor(threaded_for) : ParallelFor(serial_for))
+                      .is_ok());
+      EXPECT_TRUE(convjit::testing::all_close(
+          got.w.view(), ref.w.view(),
+          convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))));
+      ++seed;
+    }
+  }
+}
+
 std::vector<SweepParam> sweep_params() {
   std::vector<SweepParam> out;
   for (auto dir : {ConvDirection::kForward, ConvDirection::kBackpropData, ConvDirection::kBackpropFilter}) {

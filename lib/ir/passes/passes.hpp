@@ -87,9 +87,10 @@ LoopNest stream_output_stores(LoopNest nest, const Target& target);
 /// spatial reduction into chunks with private partial sums reduced at the end.
 LoopNest parallelize(LoopNest nest, const Target& target);
 
-/// Bfloat16 backprop filter NHWC on CPUs with avx512_bf16, once the schedule is final: each
-/// per-thread batch loop takes its images in pairs, interleaving x and dy of the pair into the
-/// thread's slot, and every tile becomes a paired tile (two images per `vdpbf16ps`).
+/// 16-bit backprop filter NHWC, once the schedule is final. Bfloat16 on CPUs with
+/// avx512_bf16: each per-thread batch loop takes its images in pairs, interleaving x and dy of
+/// the pair into the thread's slot, and every tile becomes a paired tile (two images per
+/// `vdpbf16ps`). Otherwise each image's dy is widened to f32 into the slot before its tiles.
 LoopNest pair_images(LoopNest nest, const Target& target);
 
 /// Backprop filter NCHW, a step of parallelize once it has split the batch among the threads:
