@@ -228,6 +228,21 @@ TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
   }
 }
 
+// Interprets a filter-gradient nest on `threads` threads and compares dW with the reference.
+void expect_filter_gradient_matches(const ConvProblem& p, const LoopNest& nest, int threads,
+                                    std::uint64_t seed) {
+  Operands ref = make_operands(p, seed);
+  run_reference(p, ref.ptrs());
+  Operands got = make_operands(p, seed);
+  got.w.fill(std::numeric_limits<double>::quiet_NaN());
+  ASSERT_TRUE(
+      interpret(nest, got.ptrs(), threads > 1 ? ParallelFor(threaded_for) : ParallelFor(serial_for))
+          .is_ok());
+  EXPECT_TRUE(convjit::testing::all_close(
+      got.w.view(), ref.w.view(),
+      convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))));
+}
+
 // Bfloat16 filter gradients on an avx512_bf16 target take the batch two images at a time in
 // every schedule form: unblocked tiles reducing over the images (one thread, and a chunk of
 // images per thread), and block_reduction's batch loops (a small L2 forces them), with an odd
@@ -275,17 +290,7 @@ TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
     const std::int64_t unblocked = c.l2_bytes > 4096 ? c.l2_bytes : 0;
     EXPECT_LE(nest.scratch_bytes(), c.threads * (4 * filter + 2 * pair) + unblocked);
 
-    Operands ref = make_operands(p, seed);
-    run_reference(p, ref.ptrs());
-    Operands got = make_operands(p, seed);
-    got.w.fill(std::numeric_limits<double>::quiet_NaN());
-    ASSERT_TRUE(interpret(nest, got.ptrs(),
-                          c.threads > 1 ? ParallelFor(threaded_for) : ParallelFor(serial_for))
-                    .is_ok());
-    EXPECT_TRUE(convjit::testing::all_close(
-        got.w.view(), ref.w.view(),
-        convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))));
-    ++seed;
+    expect_filter_gradient_matches(p, nest, c.threads, seed++);
   }
 }
 
@@ -325,17 +330,7 @@ TEST(IrPairImages, WithoutTheDotProductDyIsWidenedPerImage) {
       const std::int64_t unblocked = c.l2_bytes > 4096 ? c.l2_bytes : 0;
       EXPECT_LE(nest.scratch_bytes(), c.threads * 4 * (filter + image) + unblocked);
 
-      Operands ref = make_operands(p, seed);
-      run_reference(p, ref.ptrs());
-      Operands got = make_operands(p, seed);
-      got.w.fill(std::numeric_limits<double>::quiet_NaN());
-      ASSERT_TRUE(interpret(nest, got.ptrs(),
-                            c.threads > 1 ? ParallelFor(threaded_for) : ParallelFor(serial_for))
-                      .is_ok());
-      EXPECT_TRUE(convjit::testing::all_close(
-          got.w.view(), ref.w.view(),
-          convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))));
-      ++seed;
+      expect_filter_gradient_matches(p, nest, c.threads, seed++);
     }
   }
 }

@@ -269,15 +269,23 @@ class PairImages {
     return out;
   }
 
-  void pair_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
+  /// The image reduction reduce_pairable() found common to the tiles under `body`: its
+  /// length, variable and image expression.
+  struct ImageReduction {
     std::int64_t len = 0;
     VarId n = -1;
     Affine image;
+  };
+  static ImageReduction image_reduction(std::vector<Stmt>& body) {
+    ImageReduction r;
     for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
-      len = t.reduce.front().end;
-      n = t.reduce.front().var;
-      image = t.a.index[0].numer;
+      r = {t.reduce.front().end, t.reduce.front().var, t.a.index[0].numer};
     });
+    return r;
+  }
+
+  void pair_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
+    const auto [len, n, image] = image_reduction(body);
     reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2);
     const Affine slot = slot_of(slot_loop);
     Loop pairs;
@@ -348,14 +356,7 @@ class PairImages {
 
   /// Unblocked tiles: every image's dy is widened into the slot before them.
   void widen_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
-    std::int64_t len = 0;
-    VarId n = -1;
-    Affine image;
-    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
-      len = t.reduce.front().end;
-      n = t.reduce.front().var;
-      image = t.b.index[0].numer;
-    });
+    const auto [len, n, image] = image_reduction(body);
     reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, len);
     const Affine slot = slot_of(slot_loop);
     Loop images;
