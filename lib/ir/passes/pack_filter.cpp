@@ -22,9 +22,7 @@ LoopNest pack_filter(LoopNest nest, const Target& target) {
   Buffer packed;
   packed.name = "wp";
   packed.kind = BufferKind::kScratch;
-  const bool widen =
-      p.dtype == DType::kHalf || (p.dtype == DType::kBFloat16 && !target.has_avx512_bf16);
-  packed.dtype = widen ? DType::kFloat32 : p.dtype;
+  packed.dtype = widens_to_f32(p.dtype, target) ? DType::kFloat32 : p.dtype;
   packed.dims = {p.kh, p.kw, p.oc, p.filter_in};
   packed.strides = {p.kw * p.oc * p.filter_in, p.oc * p.filter_in, p.filter_in, 1};
   const int wp = nest.add_buffer(std::move(packed));

@@ -58,7 +58,6 @@ class PairImages {
   /// over them; `slot` is the innermost parallel loop around (nullptr: none). Returns how many
   /// places were paired.
   int run(std::vector<Stmt>& body, const Loop* slot) {
-    if (!dense(buffer(x_)) || !dense(buffer(y_))) return 0;
     int paired = 0;
     for (std::size_t s = 0; s < body.size(); ++s) {
       auto* l = std::get_if<Loop>(&body[s].node);
@@ -381,10 +380,14 @@ class PairImages {
 LoopNest pair_images(LoopNest nest, const Target& target) {
   const ConvProblem& p = nest.problem;
   const bool pairs = target.has_avx512_bf16 && p.dtype == DType::kBFloat16;
-  const bool widens = target.vector_registers > 0 &&
-                      (p.dtype == DType::kHalf || (p.dtype == DType::kBFloat16 && !pairs));
+  const bool widens = target.vector_registers > 0 && widens_to_f32(p.dtype, target);
   if ((!pairs && !widens) || p.direction != ConvDirection::kBackpropFilter ||
       p.format != DataFormat::kNHWC || p.depthwise || p.n < (pairs ? 2 : 1) || p.is_empty()) {
+    return nest;
+  }
+  // The copies walk each image of x and dy as one run.
+  if (!dense(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) ||
+      !dense(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
     return nest;
   }
   LoopNest paired = nest;

@@ -278,4 +278,8 @@ Stmt loop_nest(LoopNest& nest, const std::vector<std::int64_t>& extents,
   return inner;
 }
 
+bool widens_to_f32(DType dtype, const Target& target) {
+  return dtype == DType::kHalf || (dtype == DType::kBFloat16 && !target.has_avx512_bf16);
+}
+
 }  // namespace convjit::ir

@@ -101,6 +101,10 @@ bool output_outgrows_llc(const LoopNest& nest, const Target& target);
 /// saved by splitting is below the cost of waking the pool's threads a few times.
 int useful_threads(const ConvProblem& problem, const Target& target);
 
+/// Whether the target multiplies `dtype` by widening it to f32 (f16 always, bf16 without
+/// avx512_bf16's `vdpbf16ps`): an operand copy the tiles read vectors from then writes f32.
+bool widens_to_f32(DType dtype, const Target& target);
+
 }  // namespace convjit::ir
 
 namespace convjit::ir {
