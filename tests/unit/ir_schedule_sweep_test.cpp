@@ -246,8 +246,9 @@ void expect_filter_gradient_matches(const ConvProblem& p, const LoopNest& nest, 
 // Bfloat16 filter gradients on an avx512_bf16 target take the batch two images at a time in
 // every schedule form: unblocked tiles reducing over the images (one thread, and a chunk of
 // images per thread), and block_reduction's batch loops (a small L2 forces them), with an odd
-// image left to the unpaired tiles. An unblocked split that would copy four large images per
-// thread keeps its f32 tiles. Each final nest matches the reference.
+// image left to the unpaired tiles. Where no pair forms (one image, one image per thread, or
+// an unblocked split that would copy four large images per thread) the f32 tiles read dy
+// widened per image instead. Each final nest matches the reference.
 TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
   struct Case {
     std::int64_t n, hw, c, oc;
@@ -261,7 +262,9 @@ TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
       {4, 12, 16, 32, 2, 1 << 20, false},          // unblocked, two images per thread
       {5, 6, 3, 18, 1, 4096, true},                // blocked: two pairs and a last image
       {6, 12, 16, 32, 2, 4096, true},              // blocked, three images per thread
-      {8, 40, 32, 32, 3, 1 << 20, false, false}};  // 8 % 3 images: unblocked, 4 per thread
+      {8, 40, 32, 32, 3, 1 << 20, false, false},   // 8 % 3 images: unblocked, 4 per thread
+      {1, 6, 3, 18, 1, 1 << 20, false, false},     // one image
+      {2, 12, 16, 32, 2, 1 << 20, false, false}};  // one image per thread
   std::uint64_t seed = 301;
   for (const Case& c : cases) {
     const Geometry g{c.n, c.hw, c.hw - 1, c.c, 3, 2, c.c, c.oc, 1, 2, 1, 1, Padding::kSame};
@@ -283,6 +286,8 @@ TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
     EXPECT_EQ(text.find("\"last image\"") != std::string::npos, c.last_image);
     // A paired tile prints its second product: "+ xq[..] * dyq[..]".
     EXPECT_EQ(text.find(" + xq[") != std::string::npos, c.paired);
+    EXPECT_EQ(nest.schedule_summary.find("wdy") != std::string::npos, !c.paired);
+    EXPECT_EQ(text.find("buffer dyw scratch float32") != std::string::npos, !c.paired);
     // Scratch per thread: f32 partial sums and one interleaved pair of x and dy images (an
     // unblocked batch, which fits in half the L2, may hold all of its pairs).
     const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;

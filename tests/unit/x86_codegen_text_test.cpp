@@ -301,7 +301,19 @@ TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   EXPECT_EQ(s.compares, 1);
   EXPECT_TRUE(std::regex_search(c.disassembly, std::regex(R"(vpmovzxwd zmm\d+,YMMWORD PTR)")));
   EXPECT_NE(c.disassembly.find("vpord"), std::string::npos);
+  // Two threads take one image each: no pair to form, so the f32 FMAs read dy widened once
+  // per image into the thread's slot, and only x's row broadcast is widened in the hot loop.
+  t.num_threads = 2;
+  Compiled one =
+      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t);
+  ASSERT_TRUE(one.code);
+  EXPECT_NE(one.code->name().find("_wdy"), std::string::npos) << one.code->name();
+  EXPECT_EQ(one.disassembly.find("vdpbf16ps"), std::string::npos);
+  const LoopStats o = hottest_loop(parse(one.disassembly));
+  EXPECT_GE(o.fmas, 8) << one.code->name();
+  EXPECT_EQ(o.widenings, 0) << one.code->name();
   // Without avx512_bf16 the same problem keeps its widening f32 FMAs and no pair copies.
+  t.num_threads = 1;
   t.has_avx512_bf16 = false;
   Compiled w =
       compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t);

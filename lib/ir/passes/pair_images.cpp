@@ -23,9 +23,10 @@
 // copy walks an image as one run (x and dy are dense) and stores both members of a pair per
 // element, which the emitter turns into vector interleaves. The copies read each image once,
 // as the tiles did. A batch loop that is itself parallel, tiles that read other images, or an
-// odd unblocked image count keep the widening f32 tiles.
+// odd unblocked image count keep the widening f32 tiles, and take the widened dy copies below.
 //
-// Without the dot product (bf16 on a CPU without avx512_bf16, f16 everywhere) the same places
+// Without the dot product (bf16 on a CPU without avx512_bf16, f16 everywhere, and bf16 tiles
+// left unpaired on a CPU with it: batch1_3x3, or one image per thread) the same places
 // take one image at a time: its dy is widened into the slot (`dyw`, [slot][image][k], f32)
 // before its tiles, which then load plain f32 column vectors. Each dy vector is otherwise
 // widened at every point that reads it, once per tap and input-channel block (1.3-2.3x on
@@ -382,7 +383,7 @@ LoopNest pair_images(LoopNest nest, const Target& target) {
   const bool pairs = target.has_avx512_bf16 && p.dtype == DType::kBFloat16;
   const bool widens = target.vector_registers > 0 && widens_to_f32(p.dtype, target);
   if ((!pairs && !widens) || p.direction != ConvDirection::kBackpropFilter ||
-      p.format != DataFormat::kNHWC || p.depthwise || p.n < (pairs ? 2 : 1) || p.is_empty()) {
+      p.format != DataFormat::kNHWC || p.depthwise || p.is_empty()) {
     return nest;
   }
   // The copies walk each image of x and dy as one run.
@@ -390,11 +391,20 @@ LoopNest pair_images(LoopNest nest, const Target& target) {
       !dense(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
     return nest;
   }
-  LoopNest paired = nest;
-  PairImages pairer(paired, target.l2_bytes, pairs);
-  if (pairer.run(paired.body, nullptr) == 0) return nest;
-  add_summary(paired, pairs ? "dp2n" : "wdy");
-  return paired;
+  if (pairs) {
+    LoopNest paired = nest;
+    if (PairImages(paired, target.l2_bytes, true).run(paired.body, nullptr) > 0) {
+      add_summary(paired, "dp2n");
+      return paired;
+    }
+    // No pair to form (one image per thread or batch loop, an odd unblocked count): the
+    // unpaired tiles widen their bf16 operands like a CPU without the dot product, so they
+    // take its dy copies as well.
+  }
+  LoopNest widened = nest;
+  if (PairImages(widened, target.l2_bytes, false).run(widened.body, nullptr) == 0) return nest;
+  add_summary(widened, "wdy");
+  return widened;
 }
 
 }  // namespace convjit::ir
