@@ -243,12 +243,21 @@ void expect_filter_gradient_matches(const ConvProblem& p, const LoopNest& nest, 
       convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))));
 }
 
+// How many elements of an image of dy a slot's copy holds (the pair or widened scratch).
+std::int64_t copied_dy_extent(const LoopNest& nest) {
+  for (const Buffer& b : nest.buffers) {
+    if (b.name == "dyq" || b.name == "dyw") return b.dims[2];
+  }
+  return -1;
+}
+
 // Bfloat16 filter gradients on an avx512_bf16 target take the batch two images at a time in
 // every schedule form: unblocked tiles reducing over the images (one thread, and a chunk of
 // images per thread), and block_reduction's batch loops (a small L2 forces them), with an odd
-// image left to the unpaired tiles. Where no pair forms (one image, one image per thread, or
-// an unblocked split that would copy four large images per thread) the f32 tiles read dy
-// widened per image instead. Each final nest matches the reference.
+// image left to the unpaired tiles, and a batch that does not divide among the threads, split
+// by rows, where each thread copies only the rows it reads. Where no pair forms (one image,
+// one image per thread) the f32 tiles read dy widened per image instead. Each final nest
+// matches the reference.
 TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
   struct Case {
     std::int64_t n, hw, c, oc;
@@ -256,15 +265,17 @@ TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
     std::int64_t l2_bytes;
     bool last_image;  // an odd image in a batch loop runs unpaired
     bool paired = true;
+    bool window = false;  // each thread copies only the rows of dy it reads
   };
   const Case cases[] = {
-      {4, 6, 3, 18, 1, 1 << 20, false},            // unblocked, one thread
-      {4, 12, 16, 32, 2, 1 << 20, false},          // unblocked, two images per thread
-      {5, 6, 3, 18, 1, 4096, true},                // blocked: two pairs and a last image
-      {6, 12, 16, 32, 2, 4096, true},              // blocked, three images per thread
-      {8, 40, 32, 32, 3, 1 << 20, false, false},   // 8 % 3 images: unblocked, 4 per thread
-      {1, 6, 3, 18, 1, 1 << 20, false, false},     // one image
-      {2, 12, 16, 32, 2, 1 << 20, false, false}};  // one image per thread
+      {4, 6, 3, 18, 1, 1 << 20, false},                 // unblocked, one thread
+      {4, 12, 16, 32, 2, 1 << 20, false},               // unblocked, two images per thread
+      {5, 6, 3, 18, 1, 4096, true},                     // blocked: two pairs and a last image
+      {6, 12, 16, 32, 2, 4096, true},                   // blocked, three images per thread
+      {8, 40, 32, 32, 3, 1 << 20, false, true, true},   // 8 % 3 images: rows split
+      {1, 6, 3, 18, 1, 1 << 20, false, false},          // one image
+      {2, 12, 16, 32, 2, 1 << 20, false, false},        // one image per thread
+      {2, 24, 16, 32, 4, 1 << 20, false, true, true}};  // rows split: a window of each pair
   std::uint64_t seed = 301;
   for (const Case& c : cases) {
     const Geometry g{c.n, c.hw, c.hw - 1, c.c, 3, 2, c.c, c.oc, 1, 2, 1, 1, Padding::kSame};
@@ -288,6 +299,7 @@ TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
     EXPECT_EQ(text.find(" + xq[") != std::string::npos, c.paired);
     EXPECT_EQ(nest.schedule_summary.find("wdy") != std::string::npos, !c.paired);
     EXPECT_EQ(text.find("buffer dyw scratch float32") != std::string::npos, !c.paired);
+    EXPECT_EQ(copied_dy_extent(nest) < p.oh * p.ow * p.oc, c.window);
     // Scratch per thread: f32 partial sums and one interleaved pair of x and dy images (an
     // unblocked batch, which fits in half the L2, may hold all of its pairs).
     const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
@@ -308,10 +320,11 @@ TEST(IrPairImages, WithoutTheDotProductDyIsWidenedPerImage) {
     int threads;
     std::int64_t l2_bytes;
   };
-  const Case cases[] = {{3, 6, 3, 18, 1, 1 << 20},    // unblocked, one thread
-                        {4, 12, 16, 32, 2, 1 << 20},  // unblocked, two images per thread
-                        {5, 6, 3, 18, 1, 4096},       // blocked
-                        {6, 12, 16, 32, 2, 4096}};    // blocked, three images per thread
+  const Case cases[] = {{3, 6, 3, 18, 1, 1 << 20},     // unblocked, one thread
+                        {4, 12, 16, 32, 2, 1 << 20},   // unblocked, two images per thread
+                        {5, 6, 3, 18, 1, 4096},        // blocked
+                        {6, 12, 16, 32, 2, 4096},      // blocked, three images per thread
+                        {1, 24, 16, 32, 2, 1 << 20}};  // rows split: each thread's window
   std::uint64_t seed = 401;
   for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {
     for (const Case& c : cases) {
@@ -330,6 +343,8 @@ TEST(IrPairImages, WithoutTheDotProductDyIsWidenedPerImage) {
       EXPECT_NE(nest.schedule_summary.find("wdy"), std::string::npos);
       EXPECT_NE(text.find("buffer dyw scratch float32"), std::string::npos);
       EXPECT_EQ(text.find("* dy["), std::string::npos);  // no tile reads dy itself
+      // A batch of one split by rows: each thread widens only the rows it reads.
+      EXPECT_EQ(copied_dy_extent(nest) < p.oh * p.ow * p.oc, c.n == 1);
       const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
       const std::int64_t image = p.oh * p.ow * p.oc;
       const std::int64_t unblocked = c.l2_bytes > 4096 ? c.l2_bytes : 0;

@@ -16,7 +16,9 @@
 // rows [begin + t*P, begin + (t+1)*P) of every tile (P per tile), walked in chunks of R rows, so
 // each thread's code is the same and every tile still covers whole rows of its range (border
 // tiles stay guard-free). The few rows left over (fewer than the threads, per tile) run after.
-// The thread loop is serial here; parallelize turns it into the parallel split.
+// Each thread accumulates into its own partial sums, which are added up and rounded into dW
+// once at the end, so half types take this form too. The thread loop is serial here;
+// parallelize marks it parallel.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -251,9 +253,9 @@ class BlockReduction {
   std::int64_t min_end_ = INT64_MAX;
 };
 
-// The row split: [zero dW, "row threads" loop rt over threads { batch { row chunks, tail } },
-// "row rest" batch loop]. Returns false (leaving the nest alone) when some tile's range has
-// fewer rows than threads.
+// The row split: ["row threads" loop rt over threads { zero partial[rt], batch { row chunks,
+// tail } }, "row rest" batch loop into partial[0], dW = the sum of the partials]. Returns false
+// (leaving the nest alone) when some tile's range has fewer rows than threads.
 bool split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_chunk_rows) {
   const ConvProblem& p = nest.problem;
   std::int64_t min_rows = INT64_MAX;
@@ -322,17 +324,30 @@ bool split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_c
   };
   finish(split, batch.var);
   finish(rest, rest.var);
-  const int dw = nest.buffer_of_kind(BufferKind::kW);
-  Stmt zero = loop_nest(nest, {p.kh, p.kw, p.filter_in, p.oc}, {"zkh", "zkw", "zi", "zo"},
-                        [&](const std::vector<Affine>& v) {
-                          Store s;
-                          s.dst = Access{dw, {v[0], v[1], v[2], v[3]}};
-                          return Stmt{std::move(s)};
-                        });
+  // Each thread zeroes and accumulates its own partial sums; the leftover rows add into the
+  // first thread's, and dW is their sum, rounded once (so a half-type dW is too).
+  const int pb = add_partial_buffer(nest, threads);
+  auto into_partial = [&](std::vector<Stmt>& body, const Affine& chunk) {
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      std::vector<IndexExpr> idx = {IndexExpr(chunk)};
+      idx.insert(idx.end(), t.c.index.begin(), t.c.index.end());
+      t.c = Access{pb, std::move(idx)};
+    });
+  };
+  into_partial(split.body, Affine::var(split.var));
+  into_partial(rest.body, Affine::constant_of(0));
+  split.body.insert(
+      split.body.begin(),
+      loop_nest(nest, {p.kh, p.kw, p.filter_in, p.oc}, {"zkh", "zkw", "zi", "zo"},
+                [&](const std::vector<Affine>& v) {
+                  Store s;
+                  s.dst = Access{pb, {Affine::var(split.var), v[0], v[1], v[2], v[3]}};
+                  return Stmt{std::move(s)};
+                }));
   nest.body.clear();
-  nest.body.push_back(std::move(zero));
   nest.body.push_back(Stmt{std::move(split)});
   if (!rest.body.empty()) nest.body.push_back(Stmt{std::move(rest)});
+  nest.body.push_back(sum_partials(nest, pb, threads));
   add_summary(nest, fmt::format("blk=ohx{},oh{}", threads, rows));
   return true;
 }
@@ -349,11 +364,8 @@ LoopNest block_tiles(LoopNest nest, const Target& target, bool per_image) {
   if (p.direction != ConvDirection::kBackpropFilter || p.is_empty()) return nest;
   const double budget = kL2Share * static_cast<double>(target.l2_bytes);
   // The batch does not divide among the threads: each thread takes a share of every tile's
-  // rows instead (parallelize then splits the thread loop).
-  // Half types are left to parallelize's guarded split: this serial form accumulates into dW
-  // once per chunk, and rounding a half-type dW that often loses too much.
+  // rows instead, into its own partial sums (parallelize then runs the thread loop parallel).
   if (p.n % threads != 0) {
-    if (accumulator_dtype(p.dtype) != p.dtype) return nest;
     ReduceVars vars;
     if (!find_reduce_vars(nest, &vars)) return nest;
     const std::int64_t rows = chunk_rows(nest, target);

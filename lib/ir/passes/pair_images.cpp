@@ -64,7 +64,9 @@ class PairImages {
       auto* l = std::get_if<Loop>(&body[s].node);
       if (l == nullptr) continue;
       std::optional<Affine> image;
-      if (l->label == "batch" && l->kind == LoopKind::kSerial && batch_pairable(*l, &image)) {
+      // block_reduction's batch loops: per chunk of rows, and over a row split's leftover rows.
+      const bool batch_loop = l->label == "batch" || l->label == "row rest";
+      if (batch_loop && l->kind == LoopKind::kSerial && batch_pairable(*l, &image)) {
         if (!pairs_) {
           widen_batch(*l, *image, slot);
           ++paired;
@@ -172,25 +174,87 @@ class PairImages {
            only_tiles_read_operands(body);
   }
 
-  /// A scratch of interleaved image pairs of `src`: [slots][pairs][h*w*c][2].
-  int pair_buffer(int src, const char* name, std::int64_t slots, std::int64_t pairs) {
-    const std::int64_t image = buffer(src).strides[0];
+  /// The part of each image of an operand that one slot's tiles read: elements
+  /// [coef*slot + lo, coef*slot + lo + extent) of the image taken as one run, `slot` being the
+  /// slot loop's variable. A thread that takes some rows of an image (a batch split by rows)
+  /// copies only those, not the whole image.
+  struct Window {
+    VarId slot = -1;
+    std::int64_t coef = 0, lo = 0, extent = 0;
+    /// The image element that element `k` of the copy holds.
+    Affine element(const Affine& k) const {
+      return (slot >= 0 ? Affine::var(slot, coef) : Affine::constant_of(0)) + lo + k;
+    }
+  };
+
+  /// Where tile operand `a` (x or dy) lies within its image, taken as one run.
+  Affine within_image(const Access& a) const {
+    const Buffer& from = buffer(a.buffer);
+    return a.index[1].numer * from.strides[1] + a.index[2].numer * from.strides[2] +
+           a.index[3].numer;
+  }
+
+  /// The window of `operand`'s images (x_ or y_) that the tiles under `body` read; the whole
+  /// image when their reads cannot be bounded inside it for every slot (a loop between the
+  /// slot and `body`, or offsets past the image that only guards keep out: x's borders).
+  /// The window moves with the slot at the first tile's rate; tiles whose rows move at
+  /// another (a row split's border parts take one row fewer per thread) widen it.
+  Window window(std::vector<Stmt>& body, int operand, const Loop* slot_loop) const {
+    const std::int64_t image = buffer(operand).strides[0];
+    Window w;
+    VarRanges slot_range;
+    if (slot_loop != nullptr) {
+      w.slot = slot_loop->var;
+      slot_range[w.slot] = Interval{slot_loop->begin, slot_loop->end - 1};
+    }
+    bool ok = true, any = false;
+    std::int64_t lo = 0, hi = 0;
+    for_each_tile(body, slot_range, [&](Tile& t, const VarRanges& outer) {
+      VarRanges ranges = outer;
+      if (!ok || !tile_ranges(t, &ranges)) return;
+      const Affine e = within_image(operand == x_ ? t.a : t.b);
+      if (!any && w.slot >= 0) w.coef = e.coef_of(w.slot);
+      const std::optional<Interval> iv =
+          interval_of(w.slot >= 0 ? e - Affine::var(w.slot, w.coef) : e, ranges);
+      if (!iv.has_value()) {
+        ok = false;
+        return;
+      }
+      lo = any ? std::min(lo, iv->lo) : iv->lo;
+      hi = any ? std::max(hi, iv->hi) : iv->hi;
+      any = true;
+    });
+    if (ok && any && slot_loop != nullptr) {
+      const std::int64_t first = w.coef * slot_loop->begin, last = w.coef * (slot_loop->end - 1);
+      ok = std::min(first, last) + lo >= 0 && std::max(first, last) + hi < image;
+    } else if (ok && any) {
+      ok = lo >= 0 && hi < image;
+    }
+    if (!ok || !any) return Window{-1, 0, 0, image};
+    w.lo = lo;
+    w.extent = hi - lo + 1;
+    return w;
+  }
+
+  /// A scratch of interleaved image pairs of `src`: [slots][pairs][extent][2].
+  int pair_buffer(int src, const char* name, std::int64_t slots, std::int64_t pairs,
+                  std::int64_t extent) {
     Buffer b;
     b.name = name;
     b.kind = BufferKind::kScratch;
     b.dtype = buffer(src).dtype;
-    b.dims = {slots, pairs, image, 2};
-    b.strides = {pairs * image * 2, image * 2, 2, 1};
+    b.dims = {slots, pairs, extent, 2};
+    b.strides = {pairs * extent * 2, extent * 2, 2, 1};
     return nest_.add_buffer(std::move(b));
   }
 
-  /// The copy of images `first` and `first + 1` (image expressions) of `src` into
-  /// dst[slot][pair]: one loop over the image's elements storing both members of each pair.
-  Stmt interleave(int src, int dst, const Affine& first, const Affine& second,
+  /// The copy of window `w` of images `first` and `first + 1` (image expressions) of `src`
+  /// into dst[slot][pair]: one loop over the window storing both members of each pair.
+  Stmt interleave(int src, int dst, const Window& w, const Affine& first, const Affine& second,
                   const Affine& slot, const Affine& pair, const char* name) {
     Loop l;
     l.var = nest_.new_var(name);
-    l.end = buffer(src).strides[0];
+    l.end = w.extent;
     const IndexExpr zero(Affine::constant_of(0));
     const Affine members[2] = {first, second};
     for (std::int64_t m = 0; m < 2; ++m) {
@@ -198,39 +262,41 @@ class PairImages {
       s.dst = Access{dst, {IndexExpr(slot), IndexExpr(pair), IndexExpr(Affine::var(l.var)),
                            IndexExpr(Affine::constant_of(m))}};
       s.has_src = true;
-      s.src = Access{src, {IndexExpr(members[m]), zero, zero, IndexExpr(Affine::var(l.var))}};
+      s.src = Access{src,
+                     {IndexExpr(members[m]), zero, zero, IndexExpr(w.element(Affine::var(l.var)))}};
       l.body.push_back(Stmt{std::move(s)});
     }
     return Stmt{std::move(l)};
   }
 
   /// The tile reading member 0 of each pair from the scratches and member 1 beside it:
-  /// [n][h][w][c] becomes [slot][pair][(h*W + w)*C + c][member].
-  void make_paired(Tile& t, const Affine& slot, const Affine& pair) {
-    auto member = [&](const Access& a, int scratch, std::int64_t m) {
-      const Buffer& from = buffer(a.buffer);
-      const Affine within = a.index[1].numer * from.strides[1] +
-                            a.index[2].numer * from.strides[2] + a.index[3].numer;
-      return Access{scratch, {IndexExpr(slot), IndexExpr(pair), IndexExpr(within),
-                              IndexExpr(Affine::constant_of(m))}};
+  /// [n][h][w][c] becomes [slot][pair][(h*W + w)*C + c - window start][member].
+  void make_paired(Tile& t, const Window& xw, const Window& yw, const Affine& slot,
+                   const Affine& pair) {
+    auto member = [&](const Access& a, const Window& w, int scratch, std::int64_t m) {
+      return Access{scratch,
+                    {IndexExpr(slot), IndexExpr(pair),
+                     IndexExpr(within_image(a) - w.element(Affine::constant_of(0))),
+                     IndexExpr(Affine::constant_of(m))}};
     };
-    t.a2 = member(t.a, xq_, 1);
-    t.b2 = member(t.b, yq_, 1);
-    t.a = member(t.a, xq_, 0);
-    t.b = member(t.b, yq_, 0);
+    t.a2 = member(t.a, xw, xq_, 1);
+    t.b2 = member(t.b, yw, yq_, 1);
+    t.a = member(t.a, xw, xq_, 0);
+    t.b = member(t.b, yw, yq_, 0);
     t.paired = true;
   }
 
-  /// The scratches, created on first use and grown to hold `slots` x `pairs`.
-  void reserve(std::int64_t slots, std::int64_t pairs) {
+  /// The scratches, created on first use and grown to hold `slots` x `pairs` x the windows.
+  void reserve(std::int64_t slots, std::int64_t pairs, const Window& xw, const Window& yw) {
     if (xq_ < 0) {
-      xq_ = pair_buffer(x_, "xq", slots, pairs);
-      yq_ = pair_buffer(y_, "dyq", slots, pairs);
+      xq_ = pair_buffer(x_, "xq", slots, pairs, xw.extent);
+      yq_ = pair_buffer(y_, "dyq", slots, pairs, yw.extent);
     }
-    for (int q : {xq_, yq_}) {
+    for (const auto& [q, w] : {std::pair{xq_, &xw}, std::pair{yq_, &yw}}) {
       Buffer& b = nest_.buffers[static_cast<std::size_t>(q)];
       b.dims[0] = std::max(b.dims[0], slots);
       b.dims[1] = std::max(b.dims[1], pairs);
+      b.dims[2] = std::max(b.dims[2], w->extent);
       b.strides[1] = b.dims[2] * 2;
       b.strides[0] = b.dims[1] * b.strides[1];
     }
@@ -242,7 +308,9 @@ class PairImages {
   }
 
   std::vector<Stmt> pair_batch(const Loop& batch, const Affine& image, const Loop* slot_loop) {
-    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1);
+    std::vector<Stmt> tiles = batch.body;
+    const Window xw = window(tiles, x_, slot_loop), yw = window(tiles, y_, slot_loop);
+    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, xw, yw);
     const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -250,11 +318,11 @@ class PairImages {
     pairs.label = "image pairs";
     const Affine first = Affine::var(pairs.var, 2) + batch.begin;
     const Affine e0 = image.substitute(batch.var, first), e1 = image.substitute(batch.var, first + 1);
-    pairs.body.push_back(interleave(x_, xq_, e0, e1, slot, pair, "qx"));
-    pairs.body.push_back(interleave(y_, yq_, e0, e1, slot, pair, "qy"));
-    std::vector<Stmt> tiles = batch.body;
+    pairs.body.push_back(interleave(x_, xq_, xw, e0, e1, slot, pair, "qx"));
+    pairs.body.push_back(interleave(y_, yq_, yw, e0, e1, slot, pair, "qy"));
     substitute(tiles, batch.var, first);
-    for_each_tile(tiles, {}, [&](Tile& t, const VarRanges&) { make_paired(t, slot, pair); });
+    for_each_tile(tiles, {},
+                  [&](Tile& t, const VarRanges&) { make_paired(t, xw, yw, slot, pair); });
     for (Stmt& s : tiles) pairs.body.push_back(std::move(s));
 
     std::vector<Stmt> out;
@@ -286,7 +354,8 @@ class PairImages {
 
   void pair_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
     const auto [len, n, image] = image_reduction(body);
-    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2);
+    const Window xw = window(body, x_, slot_loop), yw = window(body, y_, slot_loop);
+    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2, xw, yw);
     const Affine slot = slot_of(slot_loop);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -294,10 +363,10 @@ class PairImages {
     pairs.label = "image pairs";
     const Affine first = Affine::var(pairs.var, 2);
     const Affine e0 = image.substitute(n, first), e1 = image.substitute(n, first + 1);
-    pairs.body.push_back(interleave(x_, xq_, e0, e1, slot, Affine::var(pairs.var), "qx"));
-    pairs.body.push_back(interleave(y_, yq_, e0, e1, slot, Affine::var(pairs.var), "qy"));
+    pairs.body.push_back(interleave(x_, xq_, xw, e0, e1, slot, Affine::var(pairs.var), "qx"));
+    pairs.body.push_back(interleave(y_, yq_, yw, e0, e1, slot, Affine::var(pairs.var), "qy"));
     for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
-      make_paired(t, slot, Affine::var(n));
+      make_paired(t, xw, yw, slot, Affine::var(n));
       t.reduce.front().end = len / 2;
     });
     body.insert(body.begin(), Stmt{std::move(pairs)});
@@ -305,68 +374,71 @@ class PairImages {
 
   std::int64_t images_per_copy() const { return pairs_ ? 2 : 1; }
 
-  /// The widened dy scratch, created on first use and grown to `slots` x `images`:
-  /// [slots][images][oh*ow*oc] in the accumulator type.
-  void reserve_widened(std::int64_t slots, std::int64_t images) {
-    const std::int64_t image = buffer(y_).strides[0];
+  /// The widened dy scratch, created on first use and grown to `slots` x `images` x the
+  /// window: [slots][images][extent] in the accumulator type.
+  void reserve_widened(std::int64_t slots, std::int64_t images, const Window& w) {
     if (yw_ < 0) {
       Buffer b;
       b.name = "dyw";
       b.kind = BufferKind::kScratch;
       b.dtype = accumulator_dtype(buffer(y_).dtype);
-      b.dims = {slots, images, image};
-      b.strides = {images * image, image, 1};
+      b.dims = {slots, images, w.extent};
+      b.strides = {images * w.extent, w.extent, 1};
       yw_ = nest_.add_buffer(std::move(b));
     }
     Buffer& b = nest_.buffers[static_cast<std::size_t>(yw_)];
     b.dims[0] = std::max(b.dims[0], slots);
     b.dims[1] = std::max(b.dims[1], images);
-    b.strides[0] = b.dims[1] * image;
+    b.dims[2] = std::max(b.dims[2], w.extent);
+    b.strides[1] = b.dims[2];
+    b.strides[0] = b.dims[1] * b.strides[1];
   }
 
-  /// for k: dyw[slot][index][k] = dy[image][k], one image's elements as one run.
-  Stmt widen(const Affine& image, const Affine& slot, const Affine& index) {
+  /// for k: dyw[slot][index][k] = dy[image][window start + k], the window as one run.
+  Stmt widen(const Window& w, const Affine& image, const Affine& slot, const Affine& index) {
     Loop l;
     l.var = nest_.new_var("wy");
-    l.end = buffer(y_).strides[0];
+    l.end = w.extent;
     const IndexExpr zero(Affine::constant_of(0));
     Store s;
     s.dst = Access{yw_, {IndexExpr(slot), IndexExpr(index), IndexExpr(Affine::var(l.var))}};
     s.has_src = true;
-    s.src = Access{y_, {IndexExpr(image), zero, zero, IndexExpr(Affine::var(l.var))}};
+    s.src = Access{y_, {IndexExpr(image), zero, zero, IndexExpr(w.element(Affine::var(l.var)))}};
     l.body.push_back(Stmt{std::move(s)});
     return Stmt{std::move(l)};
   }
 
   /// The tile reading its dy vectors from dyw[slot][index].
-  void read_widened(Tile& t, const Affine& slot, const Affine& index) {
-    const Buffer& from = buffer(t.b.buffer);
-    const Affine within = t.b.index[1].numer * from.strides[1] +
-                          t.b.index[2].numer * from.strides[2] + t.b.index[3].numer;
-    t.b = Access{yw_, {IndexExpr(slot), IndexExpr(index), IndexExpr(within)}};
+  void read_widened(Tile& t, const Window& w, const Affine& slot, const Affine& index) {
+    t.b = Access{yw_,
+                 {IndexExpr(slot), IndexExpr(index),
+                  IndexExpr(within_image(t.b) - w.element(Affine::constant_of(0)))}};
   }
 
   /// A blocked batch loop: each image's dy is widened into the slot before its tiles.
   void widen_batch(Loop& batch, const Affine& image, const Loop* slot_loop) {
-    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1);
+    const Window w = window(batch.body, y_, slot_loop);
+    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, w);
     const Affine slot = slot_of(slot_loop), index = Affine::constant_of(0);
-    for_each_tile(batch.body, {}, [&](Tile& t, const VarRanges&) { read_widened(t, slot, index); });
-    batch.body.insert(batch.body.begin(), widen(image, slot, index));
+    for_each_tile(batch.body, {},
+                  [&](Tile& t, const VarRanges&) { read_widened(t, w, slot, index); });
+    batch.body.insert(batch.body.begin(), widen(w, image, slot, index));
   }
 
   /// Unblocked tiles: every image's dy is widened into the slot before them.
   void widen_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
     const auto [len, n, image] = image_reduction(body);
-    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, len);
+    const Window w = window(body, y_, slot_loop);
+    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, len, w);
     const Affine slot = slot_of(slot_loop);
     Loop images;
     images.var = nest_.new_var("nw");
     images.end = len;
     images.label = "widened images";
     images.body.push_back(
-        widen(image.substitute(n, Affine::var(images.var)), slot, Affine::var(images.var)));
+        widen(w, image.substitute(n, Affine::var(images.var)), slot, Affine::var(images.var)));
     for_each_tile(body, {},
-                  [&](Tile& t, const VarRanges&) { read_widened(t, slot, Affine::var(n)); });
+                  [&](Tile& t, const VarRanges&) { read_widened(t, w, slot, Affine::var(n)); });
     body.insert(body.begin(), Stmt{std::move(images)});
   }
 

@@ -75,61 +75,6 @@ bool pick_split(const ConvProblem& p, int threads, int* dim, std::int64_t* chunk
   return *chunks > 1;
 }
 
-// dW = sum over chunks of partial[chunk]: for kh, kw, i, o: { for c in [1, chunks):
-// partial[0] += partial[c]; dw = partial[0] }.
-Stmt sum_partials(LoopNest& nest, int pb, std::int64_t chunks) {
-  const ConvProblem& p = nest.problem;
-  const int dw = nest.buffer_of_kind(BufferKind::kW);
-  const std::int64_t extents[4] = {p.kh, p.kw, p.filter_in, p.oc};
-  const char* names[4] = {"rkh", "rkw", "ri", "ro"};
-  Affine v[4];
-  Loop root;
-  Loop* cur = nullptr;
-  for (int d = 0; d < 4; ++d) {
-    Loop l;
-    l.var = nest.new_var(names[d]);
-    l.end = extents[d];
-    v[d] = Affine::var(l.var);
-    if (cur == nullptr) {
-      root = std::move(l);
-      cur = &root;
-    } else {
-      cur->body.push_back(Stmt{std::move(l)});
-      cur = &std::get<Loop>(cur->body.back().node);
-    }
-  }
-  Loop sum;
-  sum.var = nest.new_var("rc");
-  sum.begin = 1;
-  sum.end = chunks;
-  Store add;
-  add.dst = Access{pb, {Affine::constant_of(0), v[0], v[1], v[2], v[3]}};
-  add.has_src = true;
-  add.src = Access{pb, {Affine::var(sum.var), v[0], v[1], v[2], v[3]}};
-  add.accumulate = true;
-  sum.body.push_back(Stmt{std::move(add)});
-  cur->body.push_back(Stmt{std::move(sum)});
-  Store out;
-  out.dst = Access{dw, {v[0], v[1], v[2], v[3]}};
-  out.has_src = true;
-  out.src = Access{pb, {Affine::constant_of(0), v[0], v[1], v[2], v[3]}};
-  cur->body.push_back(Stmt{std::move(out)});
-  return Stmt{std::move(root)};
-}
-
-// Scratch [chunk][kh][kw][i][o] of accumulator dtype for per-chunk partial sums.
-int add_partial_buffer(LoopNest& nest, std::int64_t chunks) {
-  const ConvProblem& p = nest.problem;
-  Buffer partial;
-  partial.name = "partial";
-  partial.kind = BufferKind::kScratch;
-  partial.dtype = accumulator_dtype(p.dtype);
-  partial.dims = {chunks, p.kh, p.kw, p.filter_in, p.oc};
-  const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
-  partial.strides = {filter, p.kw * p.filter_in * p.oc, p.filter_in * p.oc, p.oc, 1};
-  return nest.add_buffer(std::move(partial));
-}
-
 void split_reduction(LoopNest& nest, int dim, std::int64_t chunks) {
   const ConvProblem& p = nest.problem;
   const std::int64_t extent = dim == 0 ? p.n : dim == 1 ? p.oh : p.ow;
@@ -212,45 +157,13 @@ bool split_batch(LoopNest& nest, std::int64_t chunks) {
   return true;
 }
 
-// Backprop filter after block_reduction's row split: [zero dW, "row threads" loop, rest]. The
-// thread loop becomes parallel; each thread zeroes and accumulates its own partial sums, the
-// leftover rows add into the first thread's, and a Store nest adds them up into dW.
-bool split_row_threads(LoopNest& nest) {
-  if (nest.body.size() < 2) return false;
-  auto* zero = std::get_if<Loop>(&nest.body[0].node);
-  auto* split = std::get_if<Loop>(&nest.body[1].node);
-  if (zero == nullptr || split == nullptr || split->label != "row threads") return false;
-  const std::int64_t chunks = split->trip_count();
-  const int pb = add_partial_buffer(nest, chunks);
-  const Affine ch = Affine::var(split->var);
-  for_each_tile(split->body, {}, [&](Tile& t, const VarRanges&) {
-    std::vector<IndexExpr> idx = {IndexExpr(ch)};
-    idx.insert(idx.end(), t.c.index.begin(), t.c.index.end());
-    t.c = Access{pb, std::move(idx)};
-  });
-  Loop* cur = zero;
-  while (!cur->body.empty() && std::holds_alternative<Loop>(cur->body[0].node)) {
-    cur = &std::get<Loop>(cur->body[0].node);
-  }
-  auto& fill = std::get<Store>(cur->body[0].node);
-  std::vector<IndexExpr> idx = {IndexExpr(ch)};
-  idx.insert(idx.end(), fill.dst.index.begin(), fill.dst.index.end());
-  fill.dst = Access{pb, std::move(idx)};
-  Loop thread_loop = std::move(*split);
-  thread_loop.kind = LoopKind::kParallel;
-  thread_loop.body.insert(thread_loop.body.begin(), std::move(nest.body[0]));
-  std::vector<Stmt> rest(std::make_move_iterator(nest.body.begin() + 2),
-                         std::make_move_iterator(nest.body.end()));
-  // The leftover rows add into the first thread's partial sums, so dW is rounded only once.
-  for_each_tile(rest, {}, [&](Tile& t, const VarRanges&) {
-    std::vector<IndexExpr> first = {IndexExpr(Affine::constant_of(0))};
-    first.insert(first.end(), t.c.index.begin(), t.c.index.end());
-    t.c = Access{pb, std::move(first)};
-  });
-  nest.body.clear();
-  nest.body.push_back(Stmt{std::move(thread_loop)});
-  for (Stmt& s : rest) nest.body.push_back(std::move(s));
-  nest.body.push_back(sum_partials(nest, pb, chunks));
+// Backprop filter after block_reduction's row split: its "row threads" loop, each thread
+// accumulating into its own partial sums, becomes the parallel loop.
+bool parallel_row_threads(LoopNest& nest) {
+  if (nest.body.empty()) return false;
+  auto* split = std::get_if<Loop>(&nest.body[0].node);
+  if (split == nullptr || split->label != "row threads") return false;
+  split->kind = LoopKind::kParallel;
   return true;
 }
 
@@ -305,11 +218,12 @@ LoopNest parallelize(LoopNest nest, const Target& target) {
   std::string summary;
   int dim = 0;
   std::int64_t chunks = 1;
-  if (p.direction == ConvDirection::kBackpropFilter && split_row_threads(nest)) {
+  if (p.direction == ConvDirection::kBackpropFilter && parallel_row_threads(nest)) {
     summary = fmt::format("split=ohx{}", threads);
   } else if (p.direction == ConvDirection::kBackpropFilter && split_batch(nest, threads)) {
     summary = fmt::format("split=nbx{}", threads);
-  } else if (p.direction == ConvDirection::kBackpropFilter && pick_split(p, threads, &dim, &chunks)) {
+  } else if (p.direction == ConvDirection::kBackpropFilter &&
+             pick_split(p, threads, &dim, &chunks)) {
     split_reduction(nest, dim, chunks);
     static constexpr const char* kDims[3] = {"n", "oh", "ow"};
     summary = fmt::format("split={}x{}", kDims[dim], chunks);

@@ -101,6 +101,14 @@ bool output_outgrows_llc(const LoopNest& nest, const Target& target);
 /// saved by splitting is below the cost of waking the pool's threads a few times.
 int useful_threads(const ConvProblem& problem, const Target& target);
 
+/// Filter gradients split into chunks (threads): scratch [chunk][kh][kw][i][o] of the
+/// accumulator dtype for each chunk's partial sums.
+int add_partial_buffer(LoopNest& nest, std::int64_t chunks);
+
+/// dW = the sum over chunks of partial[chunk] (buffer `pb`), rounded into dW once:
+/// for kh, kw, i, o: { for c in [1, chunks): partial[0] += partial[c]; dw = partial[0] }.
+Stmt sum_partials(LoopNest& nest, int pb, std::int64_t chunks);
+
 /// Whether the target multiplies `dtype` by widening it to f32 (f16 always, bf16 without
 /// avx512_bf16's `vdpbf16ps`): an operand copy the tiles read vectors from then writes f32.
 bool widens_to_f32(DType dtype, const Target& target);
