@@ -120,7 +120,7 @@ class Emitter : public Xbyak::CodeGenerator {
   // depthwise copy of dy with repeated columns), a vector at a time.
   bool try_emit_repeat_store_loop(const ir::Loop& loop);
   // A loop storing two 16-bit sources into the two halves of each dword of the destination
-  // (pair_images' interleaved image pairs), a vector of pairs at a time.
+  // (copy_batch_operands' interleaved image pairs), a vector of pairs at a time.
   bool try_emit_interleave_store_loop(const ir::Loop& loop);
   void emit_scalar_store(const ir::Store& store);
 

@@ -36,7 +36,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"privatize_batch_copies", &privatize_batch_copies},
       {"stream_output_stores", &stream_output_stores},
       {"parallelize", &parallelize},
-      {"pair_images", &pair_images},
+      {"copy_batch_operands", &copy_batch_operands},
   };
   return kPasses;
 }

@@ -634,7 +634,7 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "privatize_batch_copies",
                                          "stream_output_stores",
                                          "parallelize",
-                                         "pair_images"};
+                                         "copy_batch_operands"};
   EXPECT_EQ(seen, want);
 }
 

@@ -258,7 +258,7 @@ std::int64_t copied_dy_extent(const LoopNest& nest) {
 // by rows, where each thread copies only the rows it reads. Where no pair forms (one image,
 // one image per thread) the f32 tiles read dy widened per image instead. Each final nest
 // matches the reference.
-TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
+TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
   struct Case {
     std::int64_t n, hw, c, oc;
     int threads;
@@ -314,7 +314,7 @@ TEST(IrPairImages, EveryScheduleFormTakesImagesInPairs) {
 // Without the dot product (AVX2 here, or f16 anywhere), a 16-bit filter gradient widens each
 // image's dy once into the thread's slot instead of every dy vector at every point of the
 // reduction, in every schedule form; each final nest matches the reference.
-TEST(IrPairImages, WithoutTheDotProductDyIsWidenedPerImage) {
+TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
   struct Case {
     std::int64_t n, hw, c, oc;
     int threads;

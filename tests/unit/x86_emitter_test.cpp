@@ -390,7 +390,7 @@ TEST(X86Emitter, StoresVectorScalarZeroAccumulateScratch) {
   }
 }
 
-// Two 16-bit rows interleaved into the halves of each dword (pair_images' copy of an image
+// Two 16-bit rows interleaved into the halves of each dword (copy_batch_operands' copy of an image
 // pair): whole vectors of pairs and a tail of single pairs, then copied to Y to compare.
 TEST(X86Emitter, InterleavesTwoSixteenBitRowsIntoPairs) {
   for (const ir::Target& target : targets()) {

@@ -91,7 +91,8 @@ LoopNest parallelize(LoopNest nest, const Target& target);
 /// avx512_bf16: each per-thread batch loop takes its images in pairs, interleaving x and dy of
 /// the pair into the thread's slot, and every tile becomes a paired tile (two images per
 /// `vdpbf16ps`). Otherwise each image's dy is widened to f32 into the slot before its tiles.
-LoopNest pair_images(LoopNest nest, const Target& target);
+/// The copies hold only the part of each image the slot's tiles read.
+LoopNest copy_batch_operands(LoopNest nest, const Target& target);
 
 /// Backprop filter NCHW, a step of parallelize once it has split the batch among the threads:
 /// dy's channels-last copy moves into the per-chunk batch loop, one image at a time into its
