@@ -95,21 +95,28 @@ bool Emitter::try_emit_vector_store_loop(const ir::Loop& loop) {
   return true;
 }
 
-bool Emitter::try_emit_repeat_store_loop(const ir::Loop& loop) {
+bool Emitter::analyze_copy_pair(const ir::Loop& loop, CopyPair* out) {
   if (loop.body.size() != 2 || loop.step != 1 || loop.trip_count() < 1) return false;
   const auto* first = std::get_if<ir::Store>(&loop.body[0].node);
   const auto* second = std::get_if<ir::Store>(&loop.body[1].node);
   if (first == nullptr || second == nullptr || !first->has_src || !second->has_src ||
-      first->accumulate || second->accumulate || !(first->src == second->src)) {
+      first->accumulate || second->accumulate) {
     return false;
   }
+  out->first = first;
+  out->second = second;
   const std::int64_t trip = loop.trip_count();
-  AccessInfo d0, d1, src;
-  if (!analyze_access(nest_, first->dst, -1, loop.var, trip, &d0) ||
-      !analyze_access(nest_, second->dst, -1, loop.var, trip, &d1) ||
-      !analyze_access(nest_, first->src, -1, loop.var, trip, &src)) {
-    return false;
-  }
+  return analyze_access(nest_, first->dst, -1, loop.var, trip, &out->d0) &&
+         analyze_access(nest_, second->dst, -1, loop.var, trip, &out->d1) &&
+         analyze_access(nest_, first->src, -1, loop.var, trip, &out->s0) &&
+         analyze_access(nest_, second->src, -1, loop.var, trip, &out->s1);
+}
+
+bool Emitter::try_emit_repeat_store_loop(const ir::Loop& loop) {
+  CopyPair copy;
+  if (!analyze_copy_pair(loop, &copy) || !(copy.first->src == copy.second->src)) return false;
+  const std::int64_t trip = loop.trip_count();
+  const AccessInfo &d0 = copy.d0, &d1 = copy.d1, &src = copy.s0;
   // dst[2i + c] and dst[2i + c + 1] from src[i], f32 destination, contiguous source.
   const ir::Affine gap = d1.offset - d0.offset;
   if (d0.buffer != d1.buffer || d0.buffer == src.buffer || d0.dtype != DType::kFloat32 ||
@@ -148,21 +155,10 @@ bool Emitter::try_emit_repeat_store_loop(const ir::Loop& loop) {
 }
 
 bool Emitter::try_emit_interleave_store_loop(const ir::Loop& loop) {
-  if (loop.body.size() != 2 || loop.step != 1 || loop.trip_count() < 1) return false;
-  const auto* first = std::get_if<ir::Store>(&loop.body[0].node);
-  const auto* second = std::get_if<ir::Store>(&loop.body[1].node);
-  if (first == nullptr || second == nullptr || !first->has_src || !second->has_src ||
-      first->accumulate || second->accumulate) {
-    return false;
-  }
+  CopyPair copy;
+  if (!analyze_copy_pair(loop, &copy)) return false;
   const std::int64_t trip = loop.trip_count();
-  AccessInfo d0, d1, s0, s1;
-  if (!analyze_access(nest_, first->dst, -1, loop.var, trip, &d0) ||
-      !analyze_access(nest_, second->dst, -1, loop.var, trip, &d1) ||
-      !analyze_access(nest_, first->src, -1, loop.var, trip, &s0) ||
-      !analyze_access(nest_, second->src, -1, loop.var, trip, &s1)) {
-    return false;
-  }
+  const AccessInfo &d0 = copy.d0, &d1 = copy.d1, &s0 = copy.s0, &s1 = copy.s1;
   // dst[2i] = s0[i] and dst[2i + 1] = s1[i], all one 16-bit type, both sources contiguous in
   // one buffer a constant distance apart (one base register and a displacement).
   const ir::Affine dst_gap = d1.offset - d0.offset, src_gap = s1.offset - s0.offset;

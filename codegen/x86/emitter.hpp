@@ -116,6 +116,15 @@ class Emitter : public Xbyak::CodeGenerator {
   // Two nested loops around an f32 copy contiguous along the inner loop in the destination
   // and along the outer one in the source (a layout change): 8x8 blocks through registers.
   bool try_emit_transpose_loop(const ir::Loop& outer);
+  // A loop whose body is two plain copies (each Store has a source and overwrites), step 1:
+  // the stores and their accesses analysed along the loop, destinations d0/d1 and sources
+  // s0/s1. The repeat and interleave copies below start from it.
+  struct CopyPair {
+    const ir::Store* first = nullptr;
+    const ir::Store* second = nullptr;
+    AccessInfo d0, d1, s0, s1;
+  };
+  bool analyze_copy_pair(const ir::Loop& loop, CopyPair* out);
   // A loop storing each source element to two adjacent f32 destination elements (the NCHW
   // depthwise copy of dy with repeated columns), a vector at a time.
   bool try_emit_repeat_store_loop(const ir::Loop& loop);
