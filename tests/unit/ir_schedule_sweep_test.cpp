@@ -255,9 +255,10 @@ std::int64_t copied_dy_extent(const LoopNest& nest) {
 // every schedule form: unblocked tiles reducing over the images (one thread, and a chunk of
 // images per thread), and block_reduction's batch loops (a small L2 forces them), with an odd
 // image left to the unpaired tiles, and a batch that does not divide among the threads, split
-// by rows, where each thread copies only the rows it reads. Where no pair forms (one image,
-// one image per thread) the f32 tiles read dy widened per image instead. Each final nest
-// matches the reference.
+// by rows, where each thread copies only the rows it reads. A blocked image too large for half
+// the L2 is copied chunk by chunk: dy's rows per chunk of output rows. Where no pair forms
+// (one image, one image per thread) the f32 tiles read dy widened per image instead. Each
+// final nest matches the reference.
 TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
   struct Case {
     std::int64_t n, hw, c, oc;
@@ -265,7 +266,7 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
     std::int64_t l2_bytes;
     bool last_image;  // an odd image in a batch loop runs unpaired
     bool paired = true;
-    bool window = false;  // each thread copies only the rows of dy it reads
+    bool window = false;  // the copies hold only the rows of dy a thread or chunk reads
   };
   const Case cases[] = {
       {4, 6, 3, 18, 1, 1 << 20, false},                 // unblocked, one thread
@@ -273,6 +274,7 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
       {5, 6, 3, 18, 1, 4096, true},                     // blocked: two pairs and a last image
       {6, 12, 16, 32, 2, 4096, true},                   // blocked, three images per thread
       {8, 40, 32, 32, 3, 1 << 20, false, true, true},   // 8 % 3 images: rows split
+      {4, 24, 16, 32, 1, 4096, false, true, true},      // blocked: dy copied per row chunk
       {1, 6, 3, 18, 1, 1 << 20, false, false},          // one image
       {2, 12, 16, 32, 2, 1 << 20, false, false},        // one image per thread
       {2, 24, 16, 32, 4, 1 << 20, false, true, true}};  // rows split: a window of each pair
@@ -313,18 +315,21 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
 
 // Without the dot product (AVX2 here, or f16 anywhere), a 16-bit filter gradient widens each
 // image's dy once into the thread's slot instead of every dy vector at every point of the
-// reduction, in every schedule form; each final nest matches the reference.
+// reduction, in every schedule form, each thread's or row chunk's rows where they are fewer;
+// each final nest matches the reference.
 TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
   struct Case {
     std::int64_t n, hw, c, oc;
     int threads;
     std::int64_t l2_bytes;
+    bool window = false;  // the copy holds only the rows of dy a thread or chunk reads
   };
-  const Case cases[] = {{3, 6, 3, 18, 1, 1 << 20},     // unblocked, one thread
-                        {4, 12, 16, 32, 2, 1 << 20},   // unblocked, two images per thread
-                        {5, 6, 3, 18, 1, 4096},        // blocked
-                        {6, 12, 16, 32, 2, 4096},      // blocked, three images per thread
-                        {1, 24, 16, 32, 2, 1 << 20}};  // rows split: each thread's window
+  const Case cases[] = {{3, 6, 3, 18, 1, 1 << 20},          // unblocked, one thread
+                        {4, 12, 16, 32, 2, 1 << 20},        // unblocked, two images per thread
+                        {5, 6, 3, 18, 1, 4096},             // blocked
+                        {6, 12, 16, 32, 2, 4096},           // blocked, three images per thread
+                        {1, 24, 16, 32, 2, 1 << 20, true},  // rows split: each thread's window
+                        {4, 24, 16, 32, 1, 4096, true}};    // blocked: per row chunk
   std::uint64_t seed = 401;
   for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {
     for (const Case& c : cases) {
@@ -343,8 +348,7 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
       EXPECT_NE(nest.schedule_summary.find("wdy"), std::string::npos);
       EXPECT_NE(text.find("buffer dyw scratch float32"), std::string::npos);
       EXPECT_EQ(text.find("* dy["), std::string::npos);  // no tile reads dy itself
-      // A batch of one split by rows: each thread widens only the rows it reads.
-      EXPECT_EQ(copied_dy_extent(nest) < p.oh * p.ow * p.oc, c.n == 1);
+      EXPECT_EQ(copied_dy_extent(nest) < p.oh * p.ow * p.oc, c.window);
       const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
       const std::int64_t image = p.oh * p.ow * p.oc;
       const std::int64_t unblocked = c.l2_bytes > 4096 ? c.l2_bytes : 0;

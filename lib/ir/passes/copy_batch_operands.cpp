@@ -38,6 +38,11 @@
 // Either copy holds only the window of each image that its slot's tiles read: a thread that
 // takes some rows of every image (block_reduction's row split) copies those rows, not the
 // whole image (bf16 batch1_3x3 on 2 AVX2 threads: 800 KB of f32 dy per thread, past L2).
+// And where one image's copy would not stay in half the L2, a blocked batch loop makes it per
+// row chunk, inside the chunk loop, so the tiles read it from L1/L2 and the scratch holds a
+// chunk (AVX-512 bf16 resnet_1x1: 71 KB per thread instead of a 4 MB pair). dy's rows are
+// disjoint between chunks; x's overlap by the filter's height less one, so x is copied per
+// chunk only where that repeats little.
 #include <algorithm>
 
 #include "ir/passes/pass_util.hpp"
@@ -185,12 +190,10 @@ class BatchOperandCopies {
   /// slot loop's variable. A thread that takes some rows of an image (a batch split by rows)
   /// copies only those, not the whole image.
   struct Window {
-    VarId slot = -1;
-    std::int64_t coef = 0, lo = 0, extent = 0;
+    Affine base;  // the terms that move with the loops the copy sits in (slot, row chunk)
+    std::int64_t lo = 0, extent = 0;
     /// The image element that element `k` of the copy holds.
-    Affine element(const Affine& k) const {
-      return (slot >= 0 ? Affine::var(slot, coef) : Affine::constant_of(0)) + lo + k;
-    }
+    Affine element(const Affine& k) const { return base + lo + k; }
   };
 
   /// Where tile operand `a` (x or dy) lies within its image, taken as one run.
@@ -200,28 +203,32 @@ class BatchOperandCopies {
            a.index[3].numer;
   }
 
-  /// The window of `operand`'s images (x_ or y_) that the tiles under `body` read; the whole
-  /// image when their reads cannot be bounded inside it for every slot (a loop between the
-  /// slot and `body`, or offsets past the image that only guards keep out: x's borders).
-  /// The window moves with the slot at the first tile's rate; tiles whose rows move at
-  /// another (a row split's border parts take one row fewer per thread) widen it.
-  Window window(std::vector<Stmt>& body, int operand, const Loop* slot_loop) const {
+  /// The window of `operand`'s images (x_ or y_) that the tiles under `body` read, moving with
+  /// the loops `movers` around `body` (the slot; a row chunk loop); the whole image when their
+  /// reads cannot be bounded inside it (a loop between the movers and `body`, or offsets past
+  /// the image that only guards keep out: x's borders). The window moves at the first tile's
+  /// rates; tiles whose rows move at another (a row split's border parts take one row fewer
+  /// per thread) widen it.
+  Window window(std::vector<Stmt>& body, int operand,
+                const std::vector<const Loop*>& movers) const {
     const std::int64_t image = buffer(operand).strides[0];
-    Window w;
-    VarRanges slot_range;
-    if (slot_loop != nullptr) {
-      w.slot = slot_loop->var;
-      slot_range[w.slot] = Interval{slot_loop->begin, slot_loop->end - 1};
+    VarRanges mover_ranges;
+    for (const Loop* m : movers) {
+      if (m != nullptr)
+        mover_ranges[m->var] = Interval{m->begin, m->begin + (m->trip_count() - 1) * m->step};
     }
+    Window w;
     bool ok = true, any = false;
     std::int64_t lo = 0, hi = 0;
-    for_each_tile(body, slot_range, [&](Tile& t, const VarRanges& outer) {
+    for_each_tile(body, mover_ranges, [&](Tile& t, const VarRanges& outer) {
       VarRanges ranges = outer;
       if (!ok || !tile_ranges(t, &ranges)) return;
       const Affine e = within_image(operand == x_ ? t.a : t.b);
-      if (!any && w.slot >= 0) w.coef = e.coef_of(w.slot);
-      const std::optional<Interval> iv =
-          interval_of(w.slot >= 0 ? e - Affine::var(w.slot, w.coef) : e, ranges);
+      if (!any) {
+        for (const auto& [var, range] : mover_ranges)
+          w.base = w.base + Affine::var(var, e.coef_of(var));
+      }
+      const std::optional<Interval> iv = interval_of(e - w.base, ranges);
       if (!iv.has_value()) {
         ok = false;
         return;
@@ -230,16 +237,48 @@ class BatchOperandCopies {
       hi = any ? std::max(hi, iv->hi) : iv->hi;
       any = true;
     });
-    if (ok && any && slot_loop != nullptr) {
-      const std::int64_t first = w.coef * slot_loop->begin, last = w.coef * (slot_loop->end - 1);
-      ok = std::min(first, last) + lo >= 0 && std::max(first, last) + hi < image;
-    } else if (ok && any) {
-      ok = lo >= 0 && hi < image;
+    const std::optional<Interval> base = interval_of(w.base, mover_ranges);
+    if (!ok || !any || !base.has_value() || base->lo + lo < 0 || base->hi + hi >= image) {
+      return Window{Affine::constant_of(0), 0, image};
     }
-    if (!ok || !any) return Window{-1, 0, 0, image};
     w.lo = lo;
     w.extent = hi - lo + 1;
     return w;
+  }
+
+  /// Where one operand's copies go in a blocked batch loop whose body is row chunk loops:
+  /// once per image at the batch loop (`whole`), or inside each chunk loop, of that chunk's
+  /// rows (`parts`, one per statement of the body). Per chunk when the image's copy would not
+  /// stay in half the L2 (the tiles would read it back from L3) and the chunks' windows
+  /// overlap little: dy's rows are disjoint; x's rows overlap by the filter's height less one
+  /// per chunk (a 3x3 filter's one-row chunks would copy each x row three times).
+  struct Placement {
+    Window whole;
+    std::vector<Window> parts;  // empty: the whole window at the batch loop
+    const Window& of_part(std::size_t i) const { return parts.empty() ? whole : parts[i]; }
+    std::int64_t largest() const {
+      std::int64_t e = whole.extent;
+      if (!parts.empty()) {
+        e = 0;
+        for (const Window& w : parts) e = std::max(e, w.extent);
+      }
+      return e;
+    }
+  };
+  Placement place(std::vector<Stmt>& batch_body, int operand, const Loop* slot_loop,
+                  std::int64_t copy_elem_bytes) const {
+    Placement p;
+    p.whole = window(batch_body, operand, {slot_loop});
+    if (2 * p.whole.extent * copy_elem_bytes <= l2_bytes_) return p;
+    std::int64_t copied = 0;
+    for (Stmt& s : batch_body) {
+      auto* part = std::get_if<Loop>(&s.node);
+      if (part == nullptr) return Placement{p.whole, {}};
+      p.parts.push_back(window(part->body, operand, {slot_loop, part}));
+      copied += p.parts.back().extent * part->trip_count();
+    }
+    if (4 * copied > 5 * p.whole.extent) p.parts.clear();
+    return p;
   }
 
   /// A scratch of interleaved image pairs of `src`: [slots][pairs][extent][2].
@@ -293,17 +332,19 @@ class BatchOperandCopies {
     t.paired = true;
   }
 
-  /// The scratches, created on first use and grown to hold `slots` x `pairs` x the windows.
-  void reserve(std::int64_t slots, std::int64_t pairs, const Window& xw, const Window& yw) {
+  /// The scratches, created on first use and grown to hold `slots` x `pairs` x the windows'
+  /// extents.
+  void reserve(std::int64_t slots, std::int64_t pairs, std::int64_t x_extent,
+               std::int64_t y_extent) {
     if (xq_ < 0) {
-      xq_ = pair_buffer(x_, "xq", slots, pairs, xw.extent);
-      yq_ = pair_buffer(y_, "dyq", slots, pairs, yw.extent);
+      xq_ = pair_buffer(x_, "xq", slots, pairs, x_extent);
+      yq_ = pair_buffer(y_, "dyq", slots, pairs, y_extent);
     }
-    for (const auto& [q, w] : {std::pair{xq_, &xw}, std::pair{yq_, &yw}}) {
+    for (const auto& [q, extent] : {std::pair{xq_, x_extent}, std::pair{yq_, y_extent}}) {
       Buffer& b = nest_.buffers[static_cast<std::size_t>(q)];
       b.dims[0] = std::max(b.dims[0], slots);
       b.dims[1] = std::max(b.dims[1], pairs);
-      b.dims[2] = std::max(b.dims[2], w->extent);
+      b.dims[2] = std::max(b.dims[2], extent);
       b.strides[1] = b.dims[2] * 2;
       b.strides[0] = b.dims[1] * b.strides[1];
     }
@@ -316,8 +357,10 @@ class BatchOperandCopies {
 
   std::vector<Stmt> pair_batch(const Loop& batch, const Affine& image, const Loop* slot_loop) {
     std::vector<Stmt> tiles = batch.body;
-    const Window xw = window(tiles, x_, slot_loop), yw = window(tiles, y_, slot_loop);
-    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, xw, yw);
+    const std::int64_t pair_bytes = 2 * dtype_size(buffer(x_).dtype);
+    const Placement xp = place(tiles, x_, slot_loop, pair_bytes),
+                    yp = place(tiles, y_, slot_loop, pair_bytes);
+    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, xp.largest(), yp.largest());
     const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -326,12 +369,27 @@ class BatchOperandCopies {
     const Affine first = Affine::var(pairs.var, 2) + batch.begin;
     const Affine e0 = image.substitute(batch.var, first),
                  e1 = image.substitute(batch.var, first + 1);
-    pairs.body.push_back(interleave(x_, xq_, xw, e0, e1, slot, pair, "qx"));
-    pairs.body.push_back(interleave(y_, yq_, yw, e0, e1, slot, pair, "qy"));
+    if (xp.parts.empty())
+      pairs.body.push_back(interleave(x_, xq_, xp.whole, e0, e1, slot, pair, "qx"));
+    if (yp.parts.empty())
+      pairs.body.push_back(interleave(y_, yq_, yp.whole, e0, e1, slot, pair, "qy"));
     substitute(tiles, batch.var, first);
-    for_each_tile(tiles, {},
-                  [&](Tile& t, const VarRanges&) { make_paired(t, xw, yw, slot, pair); });
-    for (Stmt& s : tiles) pairs.body.push_back(std::move(s));
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+      const Window &xw = xp.of_part(i), &yw = yp.of_part(i);
+      std::vector<Stmt> part(1, std::move(tiles[i]));
+      for_each_tile(part, {},
+                    [&](Tile& t, const VarRanges&) { make_paired(t, xw, yw, slot, pair); });
+      // Per-chunk copies go first in their chunk loop (place() made parts only of loops).
+      std::vector<Stmt>* chunk =
+          xp.parts.empty() && yp.parts.empty() ? nullptr : &std::get<Loop>(part.front().node).body;
+      if (!yp.parts.empty()) {
+        chunk->insert(chunk->begin(), interleave(y_, yq_, yw, e0, e1, slot, pair, "qy"));
+      }
+      if (!xp.parts.empty()) {
+        chunk->insert(chunk->begin(), interleave(x_, xq_, xw, e0, e1, slot, pair, "qx"));
+      }
+      pairs.body.push_back(std::move(part.front()));
+    }
 
     std::vector<Stmt> out;
     out.push_back(Stmt{std::move(pairs)});
@@ -362,8 +420,8 @@ class BatchOperandCopies {
 
   void pair_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
     const auto [len, n, image] = image_reduction(body);
-    const Window xw = window(body, x_, slot_loop), yw = window(body, y_, slot_loop);
-    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2, xw, yw);
+    const Window xw = window(body, x_, {slot_loop}), yw = window(body, y_, {slot_loop});
+    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2, xw.extent, yw.extent);
     const Affine slot = slot_of(slot_loop);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -384,20 +442,20 @@ class BatchOperandCopies {
 
   /// The widened dy scratch, created on first use and grown to `slots` x `images` x the
   /// window: [slots][images][extent] in the accumulator type.
-  void reserve_widened(std::int64_t slots, std::int64_t images, const Window& w) {
+  void reserve_widened(std::int64_t slots, std::int64_t images, std::int64_t extent) {
     if (yw_ < 0) {
       Buffer b;
       b.name = "dyw";
       b.kind = BufferKind::kScratch;
       b.dtype = accumulator_dtype(buffer(y_).dtype);
-      b.dims = {slots, images, w.extent};
-      b.strides = {images * w.extent, w.extent, 1};
+      b.dims = {slots, images, extent};
+      b.strides = {images * extent, extent, 1};
       yw_ = nest_.add_buffer(std::move(b));
     }
     Buffer& b = nest_.buffers[static_cast<std::size_t>(yw_)];
     b.dims[0] = std::max(b.dims[0], slots);
     b.dims[1] = std::max(b.dims[1], images);
-    b.dims[2] = std::max(b.dims[2], w.extent);
+    b.dims[2] = std::max(b.dims[2], extent);
     b.strides[1] = b.dims[2];
     b.strides[0] = b.dims[1] * b.strides[1];
   }
@@ -423,21 +481,31 @@ class BatchOperandCopies {
                   IndexExpr(within_image(t.b) - w.element(Affine::constant_of(0)))}};
   }
 
-  /// A blocked batch loop: each image's dy is widened into the slot before its tiles.
+  /// A blocked batch loop: each image's dy is widened into the slot before its tiles, or
+  /// each chunk's rows before the chunk's.
   void widen_batch(Loop& batch, const Affine& image, const Loop* slot_loop) {
-    const Window w = window(batch.body, y_, slot_loop);
-    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, w);
+    const Placement p =
+        place(batch.body, y_, slot_loop, dtype_size(accumulator_dtype(buffer(y_).dtype)));
+    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, p.largest());
     const Affine slot = slot_of(slot_loop), index = Affine::constant_of(0);
-    for_each_tile(batch.body, {},
-                  [&](Tile& t, const VarRanges&) { read_widened(t, w, slot, index); });
-    batch.body.insert(batch.body.begin(), widen(w, image, slot, index));
+    for (std::size_t i = 0; i < batch.body.size(); ++i) {
+      const Window& w = p.of_part(i);
+      std::vector<Stmt> part(1, std::move(batch.body[i]));
+      for_each_tile(part, {}, [&](Tile& t, const VarRanges&) { read_widened(t, w, slot, index); });
+      if (!p.parts.empty()) {
+        std::vector<Stmt>& chunk = std::get<Loop>(part.front().node).body;
+        chunk.insert(chunk.begin(), widen(w, image, slot, index));
+      }
+      batch.body[i] = std::move(part.front());
+    }
+    if (p.parts.empty()) batch.body.insert(batch.body.begin(), widen(p.whole, image, slot, index));
   }
 
   /// Unblocked tiles: every image's dy is widened into the slot before them.
   void widen_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
     const auto [len, n, image] = image_reduction(body);
-    const Window w = window(body, y_, slot_loop);
-    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, len, w);
+    const Window w = window(body, y_, {slot_loop});
+    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, len, w.extent);
     const Affine slot = slot_of(slot_loop);
     Loop images;
     images.var = nest_.new_var("nw");
