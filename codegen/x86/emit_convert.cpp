@@ -51,6 +51,18 @@ void Emitter::copy_element(const RegExp& dst, const RegExp& src, int elem_bytes)
   }
 }
 
+void Emitter::widen_element(const RegExp& dst, const RegExp& src, DType src_dtype) {
+  movzx(eax, word[src]);
+  if (src_dtype == DType::kBFloat16) {
+    shl(eax, 16);  // bfloat16 is the high half of its f32
+    mov(dword[dst], eax);
+  } else {
+    vmovd(xmm0, eax);
+    vcvtph2ps(xmm0, xmm0);
+    vmovss(dword[dst], xmm0);
+  }
+}
+
 void Emitter::copy_lanes_to_bounce(const VecRef& ref, int elem_bytes) {
   if (ref.count >= kLaneLoopMin) {
     copy_lanes_loop(ref, elem_bytes, /*to_bounce=*/true);

@@ -38,16 +38,24 @@ bool Emitter::try_emit_vector_store_loop(const ir::Loop& loop) {
 
   // A partial vector with strided lanes on either side would go through the bounce buffer
   // twice, each a stalled store forward (a 5-lane transposing filter pack was a sixth of a
-  // small kernel's time); a plain copy moves its elements directly instead.
-  const bool element_copy = has_src && !store->accumulate && src.dtype == dst.dtype &&
-                            src.shape != ColumnShape::kBroadcast &&
-                            (src.col_coef != 1 || dst.col_coef != 1);
+  // small kernel's time); a plain copy moves its elements directly instead. So does a copy
+  // widening strided 16-bit lanes to f32 (a 16-bit filter's pack, a transposed 16-bit dy),
+  // whole vectors too: its gather through the bounce buffer stalls once per vector.
+  const bool strided =
+      has_src && src.shape != ColumnShape::kBroadcast && (src.col_coef != 1 || dst.col_coef != 1);
+  const bool element_copy = strided && !store->accumulate && src.dtype == dst.dtype;
+  const bool element_widen = strided && !store->accumulate && src.elem_bytes == 2 &&
+                             dst.dtype == DType::kFloat32 && src.col_coef != 1;
   auto body = [&](int count) {
-    if (element_copy && count < vl) {
+    if ((element_copy && count < vl) || element_widen) {
       for (int lane = 0; lane < count; ++lane) {
-        copy_element(lane_addr(VecRef{r8, 0, dst.col_coef, count}, lane, dst.elem_bytes),
-                     lane_addr(VecRef{r9, 0, src.col_coef, count}, lane, src.elem_bytes),
-                     dst.elem_bytes);
+        const RegExp to = lane_addr(VecRef{r8, 0, dst.col_coef, count}, lane, dst.elem_bytes);
+        const RegExp from = lane_addr(VecRef{r9, 0, src.col_coef, count}, lane, src.elem_bytes);
+        if (element_widen) {
+          widen_element(to, from, src.dtype);
+        } else {
+          copy_element(to, from, dst.elem_bytes);
+        }
       }
       return;
     }

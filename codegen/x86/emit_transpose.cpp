@@ -1,4 +1,5 @@
-// Transposing copies: two nested loops around one f32 Store whose destination is contiguous
+// Transposing copies: two nested loops around one Store writing f32 (from f32, or widening
+// bfloat16 or half as the rows load) whose destination is contiguous
 // along the inner loop and whose source is contiguous along the outer one (NCHW's dy copied
 // channels-last, the channels-last dx copied back to NCHW). Lane by lane each destination
 // vector took eight single-element loads (gather_f32), and these copies were a fifth of an
@@ -40,8 +41,10 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
   // 32-bit.
   const std::int64_t dst_row = dst.offset.coef_of(outer.var);
   const std::int64_t src_col = src.col_coef;
-  if (dst.dtype != DType::kFloat32 || src.dtype != DType::kFloat32 || dst.buffer == src.buffer ||
-      dst.col_coef != 1 || src.offset.coef_of(outer.var) != 1 || dst_row == 0 || src_col == 0 ||
+  const bool widening = src.dtype == DType::kBFloat16 || src.dtype == DType::kHalf;
+  if (dst.dtype != DType::kFloat32 || (src.dtype != DType::kFloat32 && !widening) ||
+      dst.buffer == src.buffer || dst.col_coef != 1 || src.offset.coef_of(outer.var) != 1 ||
+      dst_row == 0 || src_col == 0 ||
       !fits_int32(2 * kBlock * (std::llabs(dst_row) + std::llabs(src_col) + 1) * kF32)) {
     return false;
   }
@@ -50,16 +53,40 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
   emit_base_pointer(r9, src, {outer.var, inner->var}, outer.begin + inner->begin * src_col);
 
   const auto row_of = [](int i) { return Ymm(i); };
+  const int se = src.elem_bytes;  // 4, or 2 for a copy widening 16-bit elements
+  auto widen4 = [&](const Xmm& to, const Address& from) {
+    if (src.dtype == DType::kHalf) {
+      vcvtph2ps(to, from);
+    } else {
+      vpmovzxwd(to, from);
+      vpslld(to, to, 16);  // bfloat16 is the high half of its f32
+    }
+  };
+  // One element, widened where the source is 16-bit.
+  auto element = [&](const RegExp& to, const RegExp& from) {
+    if (widening) {
+      widen_element(to, from, src.dtype);
+    } else {
+      copy_element(to, from, kF32);
+    }
+  };
   // Registers first..first+3 := destination rows 4h..4h+3, columns c..c+7 (c = col_off), from
   // source rows c..c+7 at rdi, elements 4h..4h+3 of each; ymm8-11 are temporaries.
   auto quarter = [&](int half, std::int64_t col_off, int first) {
     // x_k = [src row c+k, elements 4h..4h+3 | src row c+k+4, the same]
     for (int k = 0; k < 4; ++k) {
-      const std::int64_t lo = ((col_off + k) * src_col) * kF32 + half * 16;
-      const std::int64_t hi = ((col_off + k + 4) * src_col) * kF32 + half * 16;
-      vmovups(Xmm(first + k), ptr[rdi + static_cast<std::int32_t>(lo)]);
-      vinsertf128(row_of(first + k), row_of(first + k), ptr[rdi + static_cast<std::int32_t>(hi)],
-                  1);
+      const std::int64_t lo = ((col_off + k) * src_col + half * 4) * se;
+      const std::int64_t hi = ((col_off + k + 4) * src_col + half * 4) * se;
+      if (!widening) {
+        vmovups(Xmm(first + k), ptr[rdi + static_cast<std::int32_t>(lo)]);
+        vinsertf128(row_of(first + k), row_of(first + k), ptr[rdi + static_cast<std::int32_t>(hi)],
+                    1);
+        continue;
+      }
+      // Four 16-bit elements of each half row widened to f32 on the way in.
+      widen4(Xmm(first + k), ptr[rdi + static_cast<std::int32_t>(lo)]);
+      widen4(Xmm(8), ptr[rdi + static_cast<std::int32_t>(hi)]);
+      vinsertf128(row_of(first + k), row_of(first + k), Xmm(8), 1);
     }
     vunpcklps(row_of(8), row_of(first), row_of(first + 1));
     vunpckhps(row_of(9), row_of(first), row_of(first + 1));
@@ -97,8 +124,8 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
   auto tail_columns = [&] {
     for (std::int64_t j = 0; j < kBlock; ++j) {
       for (std::int64_t k = 0; k < col_tail; ++k) {
-        copy_element(rsi + static_cast<std::int32_t>((j * dst_row + k) * kF32),
-                     rdi + static_cast<std::int32_t>((k * src_col + j) * kF32), kF32);
+        element(rsi + static_cast<std::int32_t>((j * dst_row + k) * kF32),
+                rdi + static_cast<std::int32_t>((k * src_col + j) * se));
       }
     }
   };
@@ -119,17 +146,17 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
       block();
     }
     add_imm(rsi, width * kF32);
-    add_imm(rdi, width * src_col * kF32);
+    add_imm(rdi, width * src_col * se);
     dec(r11);
     jnz(cols_head, T_NEAR);
     if (streamed && cols % width >= kBlock) {
       block();
       add_imm(rsi, kBlock * kF32);
-      add_imm(rdi, kBlock * src_col * kF32);
+      add_imm(rdi, kBlock * src_col * se);
     }
     tail_columns();
     add_imm(r8, kBlock * dst_row * kF32);
-    add_imm(r9, kBlock * kF32);
+    add_imm(r9, kBlock * se);
     dec(r10);
     jnz(rows_head, T_NEAR);
     if (row_tail > 0) {
@@ -140,11 +167,11 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
       mov(r11, static_cast<std::uint64_t>(cols));
       L(tail_head);
       for (std::int64_t j = 0; j < row_tail; ++j) {
-        copy_element(rsi + static_cast<std::int32_t>(j * dst_row * kF32),
-                     rdi + static_cast<std::int32_t>(j * kF32), kF32);
+        element(rsi + static_cast<std::int32_t>(j * dst_row * kF32),
+                rdi + static_cast<std::int32_t>(j * se));
       }
       add_imm(rsi, kF32);
-      add_imm(rdi, src_col * kF32);
+      add_imm(rdi, src_col * se);
       dec(r11);
       jnz(tail_head, T_NEAR);
     }

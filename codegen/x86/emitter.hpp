@@ -165,6 +165,8 @@ class Emitter : public Xbyak::CodeGenerator {
   void copy_lanes_loop(const VecRef& ref, int elem_bytes, bool to_bounce);
   static Xbyak::RegExp lane_addr(const VecRef& ref, std::int64_t lane, int elem_bytes);
   void copy_element(const Xbyak::RegExp& dst, const Xbyak::RegExp& src, int elem_bytes);
+  // One 16-bit element (bfloat16 or half) widened to f32 at `dst`; clobbers eax and xmm0.
+  void widen_element(const Xbyak::RegExp& dst, const Xbyak::RegExp& src, DType src_dtype);
   // Scalar element <-> xmm(idx) in f32 (or f64 when `wide`). Clobbers rax, rcx; `addr` must
   // not use them.
   void load_scalar(int idx, DType dtype, const Xbyak::RegExp& addr, bool wide);

@@ -390,6 +390,36 @@ TEST(X86Emitter, StoresVectorScalarZeroAccumulateScratch) {
   }
 }
 
+// A transposing copy of 16-bit elements into f32 scratch (a 16-bit dy made channels-last, or
+// transposed for W-vector tiles): 8x8 register blocks widened as they load, the row and column
+// tails element by element; the scratch is then copied to Y to compare.
+TEST(X86Emitter, TransposesSixteenBitSourcesWideningToF32) {
+  for (const ir::Target& target : targets()) {
+    for (DType dt : {DType::kBFloat16, DType::kHalf}) {
+      for (auto [rows, cols] :
+           {std::pair<std::int64_t, std::int64_t>{8, 8}, {13, 19}, {21, 8}, {16, 35}, {5, 11}}) {
+        NestBuilder nb(dt);
+        const int x = nb.buffer(BufferKind::kX, dt, {cols, rows});
+        const int y = nb.buffer(BufferKind::kY, dt, {rows, cols});
+        const int s = nb.buffer(BufferKind::kScratch, DType::kFloat32, {rows, cols});
+        const ir::VarId i = nb.var("i"), j = nb.var("j"), i2 = nb.var("i2"), j2 = nb.var("j2");
+        ir::Store transpose;
+        transpose.dst = NestBuilder::access(s, {v(i), v(j)});
+        transpose.has_src = true;
+        transpose.src = NestBuilder::access(x, {v(j), v(i)});
+        ir::Store out;
+        out.dst = NestBuilder::access(y, {v(i2), v(j2)});
+        out.has_src = true;
+        out.src = NestBuilder::access(s, {v(i2), v(j2)});
+        nb.nest().body.push_back(loop(i, 0, rows, {loop(j, 0, cols, {ir::Stmt{transpose}})}));
+        nb.nest().body.push_back(loop(i2, 0, rows, {loop(j2, 0, cols, {ir::Stmt{out}})}));
+        EXPECT_TRUE(jit_matches_interpreter(nb.nest(), target, 1))
+            << dtype_name(dt) << " rows=" << rows << " cols=" << cols;
+      }
+    }
+  }
+}
+
 // Two 16-bit rows interleaved into the halves of each dword (copy_batch_operands' copy of an image
 // pair): whole vectors of pairs and a tail of single pairs, then copied to Y to compare.
 TEST(X86Emitter, InterleavesTwoSixteenBitRowsIntoPairs) {
