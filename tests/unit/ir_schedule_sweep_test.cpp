@@ -4,12 +4,12 @@
 // and empty tensors, for the scalar target (serial and threaded) and the host's vector target.
 // Structural promises are checked on the way: no divisor survives the residue split and no
 // interior tile keeps a guard.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -299,7 +299,7 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
     EXPECT_EQ(text.find("\"last image\"") != std::string::npos, c.last_image);
     // A paired tile prints its second product: "+ xq[..] * dyq[..]".
     EXPECT_EQ(text.find(" + xq[") != std::string::npos, c.paired);
-    EXPECT_EQ(nest.schedule_summary.find("wdy") != std::string::npos, !c.paired);
+    EXPECT_EQ(std::regex_search(nest.schedule_summary, std::regex(R"(\bwx?dy\b)")), !c.paired);
     EXPECT_EQ(text.find("buffer dyw scratch float32") != std::string::npos, !c.paired);
     EXPECT_EQ(copied_dy_extent(nest) < p.oh * p.ow * p.oc, c.window);
     // Scratch per thread: f32 partial sums and one interleaved pair of x and dy images (an
@@ -316,7 +316,8 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
 // Without the dot product (AVX2 here, or f16 anywhere), a 16-bit filter gradient widens each
 // image's dy once into the thread's slot instead of every dy vector at every point of the
 // reduction, in every schedule form, each thread's or row chunk's rows where they are fewer;
-// each final nest matches the reference.
+// and x likewise where its elements are broadcast often. Each final nest matches the
+// reference.
 TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
   struct Case {
     std::int64_t n, hw, c, oc;
@@ -345,14 +346,19 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
       const LoopNest nest = lower_and_schedule(p, t);
       const std::string text = print(nest);
       SCOPED_TRACE(text);
-      EXPECT_NE(nest.schedule_summary.find("wdy"), std::string::npos);
+      EXPECT_NE(nest.schedule_summary.find(c.oc == 32 ? "wxdy" : " wdy"), std::string::npos);
       EXPECT_NE(text.find("buffer dyw scratch float32"), std::string::npos);
       EXPECT_EQ(text.find("* dy["), std::string::npos);  // no tile reads dy itself
       EXPECT_EQ(copied_dy_extent(nest) < p.oh * p.ow * p.oc, c.window);
+      // x too where each element is broadcast often (32 output channels: 96 FMAs per x
+      // element over 16-lane tile rows); then no tile reads x itself either.
+      const bool x_widened = c.oc == 32;
+      EXPECT_EQ(text.find("buffer xw scratch float32") != std::string::npos, x_widened);
+      EXPECT_EQ(std::regex_search(text, std::regex(R"(= x\[[^\n]* \* )")), !x_widened);
       const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
-      const std::int64_t image = p.oh * p.ow * p.oc;
+      const std::int64_t images = p.oh * p.ow * p.oc + p.ih * p.iw * p.ic;
       const std::int64_t unblocked = c.l2_bytes > 4096 ? c.l2_bytes : 0;
-      EXPECT_LE(nest.scratch_bytes(), c.threads * 4 * (filter + image) + unblocked);
+      EXPECT_LE(nest.scratch_bytes(), c.threads * 4 * (filter + images) + unblocked);
 
       expect_filter_gradient_matches(p, nest, c.threads, seed++);
     }

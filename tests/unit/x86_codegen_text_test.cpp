@@ -277,6 +277,20 @@ TEST(X86CodegenText, SixteenBitDataGradientsReadAWidenedFilter) {
   }
 }
 
+// A 16-bit filter gradient the CPU multiplies in f32 reads both operands from per-image f32
+// copies (x's rows broadcast 16 times per element here), so its hot loop converts nothing.
+TEST(X86CodegenText, SixteenBitFilterGradientsReadWidenedOperands) {
+  if (!host_has(ir::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
+  for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {
+    Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropFilter, dtype, 64), ir::Isa::kAvx2);
+    ASSERT_TRUE(c.code);
+    EXPECT_NE(c.code->name().find("_wxdy"), std::string::npos) << c.code->name();
+    const LoopStats s = hottest_loop(parse(c.disassembly));
+    EXPECT_GE(s.fmas, 8) << c.code->name();
+    EXPECT_EQ(s.widenings, 0) << c.code->name();
+  }
+}
+
 // Bfloat16 filter gradient where the CPU has avx512_bf16: the batch goes two images at a time
 // through vdpbf16ps, x's image pair riding on it as a {1to16} dword broadcast, and the hot
 // loop converts nothing. The pair copies interleave whole vectors: each image's 16 elements
@@ -301,13 +315,13 @@ TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   EXPECT_EQ(s.compares, 1);
   EXPECT_TRUE(std::regex_search(c.disassembly, std::regex(R"(vpmovzxwd zmm\d+,YMMWORD PTR)")));
   EXPECT_NE(c.disassembly.find("vpord"), std::string::npos);
-  // Two threads take one image each: no pair to form, so the f32 FMAs read dy widened once
-  // per image into the thread's slot, and only x's row broadcast is widened in the hot loop.
+  // Two threads take one image each: no pair to form, so the f32 FMAs read dy and x widened
+  // once per image into the thread's slot, and the hot loop converts nothing.
   t.num_threads = 2;
   Compiled one =
       compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t);
   ASSERT_TRUE(one.code);
-  EXPECT_NE(one.code->name().find("_wdy"), std::string::npos) << one.code->name();
+  EXPECT_NE(one.code->name().find("_wxdy"), std::string::npos) << one.code->name();
   EXPECT_EQ(one.disassembly.find("vdpbf16ps"), std::string::npos);
   const LoopStats o = hottest_loop(parse(one.disassembly));
   EXPECT_GE(o.fmas, 8) << one.code->name();

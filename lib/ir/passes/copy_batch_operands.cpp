@@ -65,7 +65,11 @@ class BatchOperandCopies {
       : nest_(nest), l2_bytes_(l2_bytes), pairs_(pairs) {
     x_ = nest_.buffer_of_kind(BufferKind::kX);
     y_ = nest_.buffer_of_kind(BufferKind::kY);
+    widen_x_ = !pairs_ && x_pays_for_its_copy();
   }
+
+  /// Whether widen mode copies x as well as dy.
+  bool widens_x() const { return widen_x_; }
 
   /// Pairs the images of every batch loop under `body`, or of the tiles in `body` that reduce
   /// over them; `slot` is the innermost parallel loop around (nullptr: none). Returns how many
@@ -135,6 +139,21 @@ class BatchOperandCopies {
     return true;
   }
 
+  /// Whether widening x once per image saves more than it costs. Each x element a tile row
+  /// broadcasts is otherwise widened once per broadcast: (FMAs per x element) / (tile
+  /// columns) times. The copy reads and writes each element once, about what two widened
+  /// broadcasts cost; below four broadcasts per element (resnet_1x1: 64 FMAs per x element
+  /// over 32-lane tile rows on AVX2) it is left out.
+  bool x_pays_for_its_copy() {
+    const ConvProblem& p = nest_.problem;
+    std::int64_t cols = 1;
+    for_each_tile(nest_.body, {},
+                  [&](Tile& t, const VarRanges&) { cols = std::max(cols, t.cols); });
+    const double fmas_per_element = static_cast<double>(p.kh * p.kw * p.oc * p.oh * p.ow) /
+                                    static_cast<double>(std::max<std::int64_t>(p.ih * p.iw, 1));
+    return fmas_per_element >= 4.0 * static_cast<double>(cols);
+  }
+
   /// The tiles are the only readers of x and dy in `body` (no copy reads them there).
   bool only_tiles_read_operands(std::vector<Stmt>& body) const {
     int accesses = 0, tiles = 0;
@@ -178,9 +197,14 @@ class BatchOperandCopies {
            n.end % images_per_copy() == 0 && tile_pairable(t, n.var, &image);
     });
     if (!ok || !any) return false;
-    const std::int64_t copied =
-        pairs_ ? (buffer(x_).strides[0] + buffer(y_).strides[0]) * dtype_size(buffer(x_).dtype)
-               : buffer(y_).strides[0] * dtype_size(accumulator_dtype(buffer(y_).dtype));
+    std::int64_t copied = 0;
+    if (pairs_) {
+      copied = (buffer(x_).strides[0] + buffer(y_).strides[0]) * dtype_size(buffer(x_).dtype);
+    } else {
+      for (const int operand : widened_operands()) {
+        copied += buffer(operand).strides[0] * dtype_size(accumulator_dtype(buffer(operand).dtype));
+      }
+    }
     return (images->end == images_per_copy() || 2 * images->end * copied <= l2_bytes_) &&
            only_tiles_read_operands(body);
   }
@@ -440,88 +464,114 @@ class BatchOperandCopies {
 
   std::int64_t images_per_copy() const { return pairs_ ? 2 : 1; }
 
-  /// The widened dy scratch, created on first use and grown to `slots` x `images` x the
-  /// window: [slots][images][extent] in the accumulator type.
-  void reserve_widened(std::int64_t slots, std::int64_t images, std::int64_t extent) {
-    if (yw_ < 0) {
+  /// The operands widen mode copies: dy always (the column vectors), x (the row broadcasts)
+  /// where each x element is broadcast often enough to pay for its copy.
+  std::vector<int> widened_operands() const {
+    return widen_x_ ? std::vector<int>{x_, y_} : std::vector<int>{y_};
+  }
+
+  /// The widened scratch of `operand`, created on first use and grown to `slots` x `images`
+  /// x `extent`: [slots][images][extent] in the accumulator type ("xw", "dyw").
+  int reserve_widened(int operand, std::int64_t slots, std::int64_t images, std::int64_t extent) {
+    int& scratch = operand == x_ ? xw_ : yw_;
+    if (scratch < 0) {
       Buffer b;
-      b.name = "dyw";
+      b.name = operand == x_ ? "xw" : "dyw";
       b.kind = BufferKind::kScratch;
-      b.dtype = accumulator_dtype(buffer(y_).dtype);
+      b.dtype = accumulator_dtype(buffer(operand).dtype);
       b.dims = {slots, images, extent};
       b.strides = {images * extent, extent, 1};
-      yw_ = nest_.add_buffer(std::move(b));
+      scratch = nest_.add_buffer(std::move(b));
     }
-    Buffer& b = nest_.buffers[static_cast<std::size_t>(yw_)];
+    Buffer& b = nest_.buffers[static_cast<std::size_t>(scratch)];
     b.dims[0] = std::max(b.dims[0], slots);
     b.dims[1] = std::max(b.dims[1], images);
     b.dims[2] = std::max(b.dims[2], extent);
     b.strides[1] = b.dims[2];
     b.strides[0] = b.dims[1] * b.strides[1];
+    return scratch;
   }
 
-  /// for k: dyw[slot][index][k] = dy[image][window start + k], the window as one run.
-  Stmt widen(const Window& w, const Affine& image, const Affine& slot, const Affine& index) {
+  /// for k: scratch[slot][index][k] = operand[image][window start + k], the window as one run.
+  Stmt widen(int operand, int scratch, const Window& w, const Affine& image, const Affine& slot,
+             const Affine& index) {
     Loop l;
-    l.var = nest_.new_var("wy");
+    l.var = nest_.new_var(operand == x_ ? "wx" : "wy");
     l.end = w.extent;
     const IndexExpr zero(Affine::constant_of(0));
     Store s;
-    s.dst = Access{yw_, {IndexExpr(slot), IndexExpr(index), IndexExpr(Affine::var(l.var))}};
+    s.dst = Access{scratch, {IndexExpr(slot), IndexExpr(index), IndexExpr(Affine::var(l.var))}};
     s.has_src = true;
-    s.src = Access{y_, {IndexExpr(image), zero, zero, IndexExpr(w.element(Affine::var(l.var)))}};
+    s.src =
+        Access{operand, {IndexExpr(image), zero, zero, IndexExpr(w.element(Affine::var(l.var)))}};
     l.body.push_back(Stmt{std::move(s)});
     return Stmt{std::move(l)};
   }
 
-  /// The tile reading its dy vectors from dyw[slot][index].
-  void read_widened(Tile& t, const Window& w, const Affine& slot, const Affine& index) {
-    t.b = Access{yw_,
-                 {IndexExpr(slot), IndexExpr(index),
-                  IndexExpr(within_image(t.b) - w.element(Affine::constant_of(0)))}};
+  /// The tile reading `operand` (its x rows or dy columns) from scratch[slot][index].
+  void read_widened(Tile& t, int operand, int scratch, const Window& w, const Affine& slot,
+                    const Affine& index) {
+    Access& a = operand == x_ ? t.a : t.b;
+    a = Access{scratch,
+               {IndexExpr(slot), IndexExpr(index),
+                IndexExpr(within_image(a) - w.element(Affine::constant_of(0)))}};
   }
 
-  /// A blocked batch loop: each image's dy is widened into the slot before its tiles, or
-  /// each chunk's rows before the chunk's.
+  /// A blocked batch loop: each image's operands are widened into the slot before its tiles,
+  /// or each chunk's rows before the chunk's.
   void widen_batch(Loop& batch, const Affine& image, const Loop* slot_loop) {
-    const Placement p =
-        place(batch.body, y_, slot_loop, dtype_size(accumulator_dtype(buffer(y_).dtype)));
-    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, p.largest());
     const Affine slot = slot_of(slot_loop), index = Affine::constant_of(0);
-    for (std::size_t i = 0; i < batch.body.size(); ++i) {
-      const Window& w = p.of_part(i);
-      std::vector<Stmt> part(1, std::move(batch.body[i]));
-      for_each_tile(part, {}, [&](Tile& t, const VarRanges&) { read_widened(t, w, slot, index); });
-      if (!p.parts.empty()) {
-        std::vector<Stmt>& chunk = std::get<Loop>(part.front().node).body;
-        chunk.insert(chunk.begin(), widen(w, image, slot, index));
+    std::vector<Stmt> whole_copies;
+    for (const int operand : widened_operands()) {
+      const Placement p = place(batch.body, operand, slot_loop,
+                                dtype_size(accumulator_dtype(buffer(operand).dtype)));
+      const int scratch = reserve_widened(
+          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, p.largest());
+      for (std::size_t i = 0; i < batch.body.size(); ++i) {
+        const Window& w = p.of_part(i);
+        std::vector<Stmt> part(1, std::move(batch.body[i]));
+        for_each_tile(part, {}, [&](Tile& t, const VarRanges&) {
+          read_widened(t, operand, scratch, w, slot, index);
+        });
+        if (!p.parts.empty()) {
+          std::vector<Stmt>& chunk = std::get<Loop>(part.front().node).body;
+          chunk.insert(chunk.begin(), widen(operand, scratch, w, image, slot, index));
+        }
+        batch.body[i] = std::move(part.front());
       }
-      batch.body[i] = std::move(part.front());
+      if (p.parts.empty())
+        whole_copies.push_back(widen(operand, scratch, p.whole, image, slot, index));
     }
-    if (p.parts.empty()) batch.body.insert(batch.body.begin(), widen(p.whole, image, slot, index));
+    batch.body.insert(batch.body.begin(), std::make_move_iterator(whole_copies.begin()),
+                      std::make_move_iterator(whole_copies.end()));
   }
 
-  /// Unblocked tiles: every image's dy is widened into the slot before them.
+  /// Unblocked tiles: every image's operands are widened into the slot before them.
   void widen_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
     const auto [len, n, image] = image_reduction(body);
-    const Window w = window(body, y_, {slot_loop});
-    reserve_widened(slot_loop != nullptr ? slot_loop->trip_count() : 1, len, w.extent);
     const Affine slot = slot_of(slot_loop);
     Loop images;
     images.var = nest_.new_var("nw");
     images.end = len;
     images.label = "widened images";
-    images.body.push_back(
-        widen(w, image.substitute(n, Affine::var(images.var)), slot, Affine::var(images.var)));
-    for_each_tile(body, {},
-                  [&](Tile& t, const VarRanges&) { read_widened(t, w, slot, Affine::var(n)); });
+    for (const int operand : widened_operands()) {
+      const Window w = window(body, operand, {slot_loop});
+      const int scratch = reserve_widened(
+          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, len, w.extent);
+      images.body.push_back(widen(operand, scratch, w, image.substitute(n, Affine::var(images.var)),
+                                  slot, Affine::var(images.var)));
+      for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+        read_widened(t, operand, scratch, w, slot, Affine::var(n));
+      });
+    }
     body.insert(body.begin(), Stmt{std::move(images)});
   }
 
   LoopNest& nest_;
   std::int64_t l2_bytes_;
   bool pairs_;
-  int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, yw_ = -1;
+  bool widen_x_ = false;
+  int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xw_ = -1, yw_ = -1;
 };
 
 }  // namespace
@@ -547,12 +597,12 @@ LoopNest copy_batch_operands(LoopNest nest, const Target& target) {
     }
     // No pair to form (one image per thread or batch loop, an odd unblocked count): the
     // unpaired tiles widen their bf16 operands like a CPU without the dot product, so they
-    // take its dy copies as well.
+    // take its copies as well.
   }
   LoopNest widened = nest;
-  if (BatchOperandCopies(widened, target.l2_bytes, false).run(widened.body, nullptr) == 0)
-    return nest;
-  add_summary(widened, "wdy");
+  BatchOperandCopies widener(widened, target.l2_bytes, false);
+  if (widener.run(widened.body, nullptr) == 0) return nest;
+  add_summary(widened, widener.widens_x() ? "wxdy" : "wdy");
   return widened;
 }
 
