@@ -113,8 +113,9 @@ class Emitter : public Xbyak::CodeGenerator {
   bool try_emit_vector_store_loop(const ir::Loop& loop);
   // `body` run `iterations` times (none when 0), r10 counting down.
   void emit_counted_loop(std::int64_t iterations, const std::function<void()>& body);
-  // Two nested loops around an f32 copy contiguous along the inner loop in the destination
-  // and along the outer one in the source (a layout change): 8x8 blocks through registers.
+  // Two nested loops around a copy into f32 (from f32, or widening 16-bit elements)
+  // contiguous along the inner loop in the destination and along the outer one in the
+  // source (a layout change): 8x8 blocks through registers.
   bool try_emit_transpose_loop(const ir::Loop& outer);
   // A loop whose body is two plain copies (each Store has a source and overwrites), step 1:
   // the stores and their accesses analysed along the loop, destinations d0/d1 and sources

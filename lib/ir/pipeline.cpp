@@ -33,6 +33,7 @@ const std::vector<NamedPass>& schedule_passes() {
       {"pair_reduction", &pair_reduction},
       {"block_reduction", &block_reduction},
       {"merge_equal_parts", &merge_equal_parts},
+      {"widen_depthwise_operands", &widen_depthwise_operands},
       {"privatize_batch_copies", &privatize_batch_copies},
       {"stream_output_stores", &stream_output_stores},
       {"parallelize", &parallelize},

@@ -631,6 +631,7 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                          "pair_reduction",
                                          "block_reduction",
                                          "merge_equal_parts",
+                                         "widen_depthwise_operands",
                                          "privatize_batch_copies",
                                          "stream_output_stores",
                                          "parallelize",
@@ -1159,6 +1160,44 @@ TEST(IrPassText, StreamOutputStoresMarksWholeLineTilesOfOutputsBeyondTheCache) {
   EXPECT_TRUE(copied.named);
   // The printed tile says so.
   EXPECT_NE(print(lower_and_schedule(depthwise(48), t)).find(" stream\n"), std::string::npos);
+}
+
+// A 16-bit NHWC depthwise input gradient reads f32 copies of the filter (once per call) and
+// of dy (one image per thread, right before its tiles), so its elementwise tiles widen
+// nothing; f32 and the depth multiplier (whose copies already write f32) are left alone.
+TEST(IrPassText, WidenDepthwiseOperandsGivesTheTilesF32Copies) {
+  auto depthwise = [](DType dtype, std::int64_t multiplier) {
+    ConvProblem p;
+    p.direction = ConvDirection::kBackpropData;
+    p.depthwise = true;
+    p.dtype = dtype;
+    p.n = 3;
+    p.ih = p.iw = p.oh = p.ow = 6;
+    p.ic = p.groups = 16;
+    p.oc = 16 * multiplier;
+    p.filter_in = 1;
+    p.kh = p.kw = 3;
+    p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+    return p;
+  };
+  Target t = avx2_target(1 << 20);
+  t.num_threads = 2;
+  for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {
+    const LoopNest n = lower_and_schedule(depthwise(dtype, 1), t);
+    const std::string text = print(n);
+    SCOPED_TRACE(text);
+    EXPECT_NE(n.schedule_summary.find("f32ops"), std::string::npos);
+    EXPECT_NE(text.find("buffer wf scratch float32 dims [3, 3, 1, 16]"), std::string::npos);
+    // One image per thread (this small problem runs on one), not the batch of three.
+    EXPECT_TRUE(std::regex_search(
+        text, std::regex(R"(buffer dyf scratch float32 dims \[[12], 6, 6, 16\])")));
+    EXPECT_FALSE(std::regex_search(text, std::regex(R"(= dy\[[^\n]* \* )")));
+    EXPECT_EQ(text.find("* w["), std::string::npos);
+  }
+  EXPECT_EQ(print(lower_and_schedule(depthwise(DType::kFloat32, 1), t)).find("dyf"),
+            std::string::npos);
+  EXPECT_EQ(print(lower_and_schedule(depthwise(DType::kBFloat16, 2), t)).find("dyf"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // Per-thread copies of the batch's operands for 16-bit filter gradients (NHWC), made once the
-// schedule is final: image pairs for `vdpbf16ps`, or else dy widened to f32.
+// schedule is final: image pairs for `vdpbf16ps`, or else dy (and x) widened to f32.
 //
 // Image pairs, for bfloat16 on CPUs with avx512_bf16. `vdpbf16ps` adds
 // two products per f32 lane, at twice the FMA rate, when both members of each pair sit in one
@@ -33,7 +33,9 @@
 // take one image at a time: its dy is widened into the slot (`dyw`, [slot][image][k], f32)
 // before its tiles, which then load plain f32 column vectors. Each dy vector is otherwise
 // widened at every point that reads it, once per tap and input-channel block (1.3-2.3x on
-// AVX2: resnet_3x3_s1 bf16 84 -> 54 ms on one thread).
+// AVX2: resnet_3x3_s1 bf16 84 -> 54 ms on one thread). x likewise (`xw`) where each of its
+// elements is broadcast at least four times, so the tiles convert nothing (f16 resnet_3x3_s1
+// 71 -> 51 ms, bf16 54 -> 51; resnet_1x1's x, broadcast twice per element, stays).
 //
 // Either copy holds only the window of each image that its slot's tiles read: a thread that
 // takes some rows of every image (block_reduction's row split) copies those rows, not the
@@ -60,7 +62,8 @@ bool dense(const Buffer& b) {
 
 class BatchOperandCopies {
  public:
-  /// `pairs`: interleave image pairs for vdpbf16ps; otherwise widen each image's dy alone.
+  /// `pairs`: interleave image pairs for vdpbf16ps; otherwise widen each image's dy (and x
+  /// where that pays).
   BatchOperandCopies(LoopNest& nest, std::int64_t l2_bytes, bool pairs)
       : nest_(nest), l2_bytes_(l2_bytes), pairs_(pairs) {
     x_ = nest_.buffer_of_kind(BufferKind::kX);

@@ -73,6 +73,10 @@ LoopNest block_reduction(LoopNest nest, const Target& target);
 /// iteration (peeled parts that blocking made alike) into one loop, so it is generated once.
 LoopNest merge_equal_parts(LoopNest nest, const Target& target);
 
+/// 16-bit depthwise backprop data (NHWC): the tiles read f32 copies of the filter (once per
+/// call) and of dy (per image), instead of widening both vectors at every reduction point.
+LoopNest widen_depthwise_operands(LoopNest nest, const Target& target);
+
 /// Backprop data whose tiles run on per-call copies of an operand (a transposed dy, NCHW's
 /// channels-last dy and dx): the batch walks images in one chunk per thread, copying each
 /// image into the thread's slot, so those scratches hold one image per thread.
