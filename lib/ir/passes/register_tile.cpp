@@ -132,11 +132,18 @@ class RegisterTile {
   // the tile ran at half speed on the AVX2 host (8x112x112x32 3x3: 8.4 ms at 13 rows of one
   // vector, 3.6-3.7 ms at 4 rows of one or two; 1x112x112x32: 0.80 against 0.36-0.42 ms).
   // A zmm vector is a whole line, and there 12 rows 496 channels apart ran at full speed.
-  std::int64_t elementwise_row_limit(std::int64_t row_stride) const {
+  // The stride is taken in the widest element the tile streams: a 16-bit depthwise tile reads
+  // dy from an f32 copy (widen_depthwise_operands), whose rows are twice as far apart as dx's.
+  std::int64_t elementwise_row_limit(const Tile& t, std::int64_t row_stride) const {
     constexpr std::int64_t kL1Ways = 8;  // x86 cores since Sandy Bridge and Zen
     constexpr std::int64_t kMinRows = 4;
     const std::int64_t way_span = target_.l1_bytes / kL1Ways;
-    const std::int64_t stride_bytes = std::llabs(row_stride) * dtype_size(nest_.problem.dtype);
+    int elem_bytes = 0;
+    for (const Access* a : {&t.a, &t.b, &t.c}) {
+      elem_bytes = std::max(elem_bytes,
+                            dtype_size(nest_.buffers[static_cast<std::size_t>(a->buffer)].dtype));
+    }
+    const std::int64_t stride_bytes = std::llabs(row_stride) * elem_bytes;
     if (way_span <= 0 || stride_bytes == 0) return std::numeric_limits<std::int64_t>::max();
     if (target_.vector_bytes < Target::kCacheLineBytes && stride_bytes > Target::kCacheLineBytes) {
       return kMinRows;
@@ -188,7 +195,7 @@ class RegisterTile {
     const std::int64_t granule = cc == 1 && t.c.buffer == line_output_ ? line_elements_ : 1;
     TileShape shape = model_.choose(form, row_extent, col_extent, reduce_points(t), granule);
     if (form == TileForm::kElementwise && row_ok) {
-      const std::int64_t limit = elementwise_row_limit(flat_coef(nest_, t.c, r->var, &ok));
+      const std::int64_t limit = elementwise_row_limit(t, flat_coef(nest_, t.c, r->var, &ok));
       if (shape.rows > limit) {
         shape =
             model_.choose(form, std::min(row_extent, limit), col_extent, reduce_points(t), granule);

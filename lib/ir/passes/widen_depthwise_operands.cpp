@@ -8,8 +8,9 @@
 //         for tn: dyf[tn] = dy[tn]             (each image as one run)
 //         tiles: dx[n, ...] = dyf[n, ...] * wf[kh, kw, 0, c]
 //
-// The copies are exact. privatize_batch_copies, next, turns dyf into one image per thread,
-// copied right before that image's tiles. Each dy element is read by up to kh*kw taps, so it
+// The copies are exact. privatize_batch_copies (later) turns dyf into one image per thread,
+// copied right before that image's tiles. Running before register_tile lets its row limit
+// see the f32 rows the tiles stream. Each dy element is read by up to kh*kw taps, so it
 // is now widened once instead of at every one. The depth multiplier's copies (deinterleave
 // _multiplier) already write f32, and NCHW's dy planes likewise; both leave the tiles reading
 // scratch, which this pass then leaves alone.
