@@ -53,13 +53,6 @@
 namespace convjit::ir {
 namespace {
 
-/// Whether `b`'s images are dense ([n][h][w][c], c contiguous): one image is then one run of
-/// h*w*c elements that a copy walks as a single loop.
-bool dense(const Buffer& b) {
-  return b.dims.size() == 4 && b.strides[3] == 1 && b.strides[2] == b.dims[3] &&
-         b.strides[1] == b.dims[2] * b.strides[2] && b.strides[0] == b.dims[1] * b.strides[1];
-}
-
 class BatchOperandCopies {
  public:
   /// `pairs`: interleave image pairs for vdpbf16ps; otherwise widen each image's dy (and x
@@ -588,8 +581,8 @@ LoopNest copy_batch_operands(LoopNest nest, const Target& target) {
     return nest;
   }
   // The copies walk each image of x and dy as one run.
-  if (!dense(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) ||
-      !dense(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
+  if (!dense_images(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) ||
+      !dense_images(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
     return nest;
   }
   if (pairs) {

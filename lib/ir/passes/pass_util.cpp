@@ -278,6 +278,11 @@ Stmt loop_nest(LoopNest& nest, const std::vector<std::int64_t>& extents,
   return inner;
 }
 
+bool dense_images(const Buffer& b) {
+  return b.dims.size() == 4 && b.strides[3] == 1 && b.strides[2] == b.dims[3] &&
+         b.strides[1] == b.dims[2] * b.strides[2] && b.strides[0] == b.dims[1] * b.strides[1];
+}
+
 bool widens_to_f32(DType dtype, const Target& target) {
   return dtype == DType::kHalf || (dtype == DType::kBFloat16 && !target.has_avx512_bf16);
 }

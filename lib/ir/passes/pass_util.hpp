@@ -101,6 +101,10 @@ bool output_outgrows_llc(const LoopNest& nest, const Target& target);
 /// saved by splitting is below the cost of waking the pool's threads a few times.
 int useful_threads(const ConvProblem& problem, const Target& target);
 
+/// Whether `b`'s images are dense ([n][h][w][c], c contiguous): one image is then one run of
+/// h*w*c elements that a copy can walk as a single loop.
+bool dense_images(const Buffer& b);
+
 /// Filter gradients split into chunks (threads): scratch [chunk][kh][kw][i][o] of the
 /// accumulator dtype for each chunk's partial sums.
 int add_partial_buffer(LoopNest& nest, std::int64_t chunks);

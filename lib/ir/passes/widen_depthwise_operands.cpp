@@ -11,9 +11,9 @@
 // The copies are exact. privatize_batch_copies (later) turns dyf into one image per thread,
 // copied right before that image's tiles. Running before register_tile lets its row limit
 // see the f32 rows the tiles stream. Each dy element is read by up to kh*kw taps, so it
-// is now widened once instead of at every one. The depth multiplier's copies (deinterleave
-// _multiplier) already write f32, and NCHW's dy planes likewise; both leave the tiles reading
-// scratch, which this pass then leaves alone.
+// is now widened once instead of at every one. The depth multiplier's copies
+// (deinterleave_multiplier) already write f32, and NCHW's dy planes likewise; both leave the tiles
+// reading scratch, which this pass then leaves alone.
 #include "ir/passes/pass_util.hpp"
 #include "ir/passes/passes.hpp"
 
@@ -29,11 +29,6 @@ int f32_twin(LoopNest& nest, int from, const char* name) {
   return nest.add_buffer(std::move(b));
 }
 
-bool dense(const Buffer& b) {
-  return b.dims.size() == 4 && b.strides[3] == 1 && b.strides[2] == b.dims[3] &&
-         b.strides[1] == b.dims[2] * b.strides[2] && b.strides[0] == b.dims[1] * b.strides[1];
-}
-
 }  // namespace
 
 LoopNest widen_depthwise_operands(LoopNest nest, const Target& /*target*/) {
@@ -43,8 +38,8 @@ LoopNest widen_depthwise_operands(LoopNest nest, const Target& /*target*/) {
     return nest;
   }
   const int y = nest.buffer_of_kind(BufferKind::kY), w = nest.buffer_of_kind(BufferKind::kW);
-  if (y < 0 || w < 0 || !dense(nest.buffers[static_cast<std::size_t>(y)]) ||
-      !dense(nest.buffers[static_cast<std::size_t>(w)])) {
+  if (y < 0 || w < 0 || !dense_images(nest.buffers[static_cast<std::size_t>(y)]) ||
+      !dense_images(nest.buffers[static_cast<std::size_t>(w)])) {
     return nest;
   }
   // Every tile multiplies dy by the filter (one each way round), and nothing else reads them.
