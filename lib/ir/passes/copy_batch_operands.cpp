@@ -26,7 +26,7 @@
 // copy walks an image as one run (x and dy are dense) and stores both members of a pair per
 // element, which the emitter turns into vector interleaves. The copies read each image once,
 // as the tiles did. A batch loop that is itself parallel, tiles that read other images, or an
-// odd unblocked image count keep the widening f32 tiles, and take the widened dy copies below.
+// odd unblocked image count keep the widening f32 tiles, and take the widened copies below.
 //
 // Without the dot product (bf16 on a CPU without avx512_bf16, f16 everywhere, and bf16 tiles
 // left unpaired on a CPU with it: batch1_3x3, or one image per thread) the same places
@@ -205,10 +205,10 @@ class BatchOperandCopies {
            only_tiles_read_operands(body);
   }
 
-  /// The part of each image of an operand that one slot's tiles read: elements
-  /// [coef*slot + lo, coef*slot + lo + extent) of the image taken as one run, `slot` being the
-  /// slot loop's variable. A thread that takes some rows of an image (a batch split by rows)
-  /// copies only those, not the whole image.
+  /// The part of each image of an operand that one copy's tiles read: elements
+  /// [base + lo, base + lo + extent) of the image taken as one run, `base` moving with the
+  /// loops the copy sits in (the slot; a row chunk). A thread that takes some rows of an image
+  /// (a batch split by rows) copies only those, not the whole image.
   struct Window {
     Affine base;  // the terms that move with the loops the copy sits in (slot, row chunk)
     std::int64_t lo = 0, extent = 0;
@@ -301,16 +301,30 @@ class BatchOperandCopies {
     return p;
   }
 
-  /// A scratch of interleaved image pairs of `src`: [slots][pairs][extent][2].
-  int pair_buffer(int src, const char* name, std::int64_t slots, std::int64_t pairs,
-                  std::int64_t extent) {
-    Buffer b;
-    b.name = name;
-    b.kind = BufferKind::kScratch;
-    b.dtype = buffer(src).dtype;
-    b.dims = {slots, pairs, extent, 2};
-    b.strides = {pairs * extent * 2, extent * 2, 2, 1};
-    return nest_.add_buffer(std::move(b));
+  /// The scratch `*id` (created on first use, named `name`, of `dtype`), grown to hold
+  /// [slots][images][extent] elements, times `members` in a last dimension when it holds
+  /// interleaved pairs ([..][extent][2]). Every place a copy is made reserves its own shape;
+  /// the scratch is the largest of them.
+  int reserve_scratch(int* id, const char* name, DType dtype, std::int64_t slots,
+                      std::int64_t images, std::int64_t extent, std::int64_t members) {
+    if (*id < 0) {
+      Buffer b;
+      b.name = name;
+      b.kind = BufferKind::kScratch;
+      b.dtype = dtype;
+      b.dims = {0, 0, 0};
+      if (members > 1) b.dims.push_back(members);
+      b.strides.assign(b.dims.size(), 1);
+      *id = nest_.add_buffer(std::move(b));
+    }
+    Buffer& b = nest_.buffers[static_cast<std::size_t>(*id)];
+    b.dims[0] = std::max(b.dims[0], slots);
+    b.dims[1] = std::max(b.dims[1], images);
+    b.dims[2] = std::max(b.dims[2], extent);
+    b.strides[2] = members;
+    b.strides[1] = b.dims[2] * members;
+    b.strides[0] = b.dims[1] * b.strides[1];
+    return *id;
   }
 
   /// The copy of window `w` of images `first` and `first + 1` (image expressions) of `src`
@@ -352,22 +366,11 @@ class BatchOperandCopies {
     t.paired = true;
   }
 
-  /// The scratches, created on first use and grown to hold `slots` x `pairs` x the windows'
-  /// extents.
+  /// The pair scratches, grown to hold `slots` x `pairs` x the windows' extents.
   void reserve(std::int64_t slots, std::int64_t pairs, std::int64_t x_extent,
                std::int64_t y_extent) {
-    if (xq_ < 0) {
-      xq_ = pair_buffer(x_, "xq", slots, pairs, x_extent);
-      yq_ = pair_buffer(y_, "dyq", slots, pairs, y_extent);
-    }
-    for (const auto& [q, extent] : {std::pair{xq_, x_extent}, std::pair{yq_, y_extent}}) {
-      Buffer& b = nest_.buffers[static_cast<std::size_t>(q)];
-      b.dims[0] = std::max(b.dims[0], slots);
-      b.dims[1] = std::max(b.dims[1], pairs);
-      b.dims[2] = std::max(b.dims[2], extent);
-      b.strides[1] = b.dims[2] * 2;
-      b.strides[0] = b.dims[1] * b.strides[1];
-    }
+    reserve_scratch(&xq_, "xq", buffer(x_).dtype, slots, pairs, x_extent, 2);
+    reserve_scratch(&yq_, "dyq", buffer(y_).dtype, slots, pairs, y_extent, 2);
   }
 
   static Affine slot_of(const Loop* slot_loop) {
@@ -466,26 +469,11 @@ class BatchOperandCopies {
     return widen_x_ ? std::vector<int>{x_, y_} : std::vector<int>{y_};
   }
 
-  /// The widened scratch of `operand`, created on first use and grown to `slots` x `images`
-  /// x `extent`: [slots][images][extent] in the accumulator type ("xw", "dyw").
+  /// The widened scratch of `operand` ("xw", "dyw": [slots][images][extent], f32), grown to
+  /// hold this place's copies.
   int reserve_widened(int operand, std::int64_t slots, std::int64_t images, std::int64_t extent) {
-    int& scratch = operand == x_ ? xw_ : yw_;
-    if (scratch < 0) {
-      Buffer b;
-      b.name = operand == x_ ? "xw" : "dyw";
-      b.kind = BufferKind::kScratch;
-      b.dtype = accumulator_dtype(buffer(operand).dtype);
-      b.dims = {slots, images, extent};
-      b.strides = {images * extent, extent, 1};
-      scratch = nest_.add_buffer(std::move(b));
-    }
-    Buffer& b = nest_.buffers[static_cast<std::size_t>(scratch)];
-    b.dims[0] = std::max(b.dims[0], slots);
-    b.dims[1] = std::max(b.dims[1], images);
-    b.dims[2] = std::max(b.dims[2], extent);
-    b.strides[1] = b.dims[2];
-    b.strides[0] = b.dims[1] * b.strides[1];
-    return scratch;
+    return reserve_scratch(operand == x_ ? &xw_ : &yw_, operand == x_ ? "xw" : "dyw",
+                           accumulator_dtype(buffer(operand).dtype), slots, images, extent, 1);
   }
 
   /// for k: scratch[slot][index][k] = operand[image][window start + k], the window as one run.
