@@ -154,8 +154,29 @@ Status to_operand(const char* name, const convjit_tensor* t, convjit::runtime::O
   return Status::ok();
 }
 
-Status compile_to_handle(const convjit::OpDescriptor& desc, convjit_kernel** out) {
-  auto kernel = convjit::runtime::compile_kernel(desc, convjit::CompileOptions{});
+Status to_options(const convjit_compile_options* c, convjit::CompileOptions* options) {
+  if (c == nullptr) return Status::ok();
+  if (c->device != nullptr) options->device = c->device;
+  if (c->backend != nullptr) options->backend = c->backend;
+  if (c->num_threads < 0) {
+    return convjit::invalid_argument(fmt::format(
+        "convjit_compile_options.num_threads must be >= 0, but got {}", c->num_threads));
+  }
+  options->num_threads = c->num_threads;
+  if (c->math_mode != CONVJIT_MATH_EXACT && c->math_mode != CONVJIT_MATH_TF32) {
+    return convjit::invalid_argument(
+        fmt::format("convjit_compile_options.math_mode: unknown mode {}", c->math_mode));
+  }
+  options->math_mode =
+      c->math_mode == CONVJIT_MATH_TF32 ? convjit::MathMode::kTF32 : convjit::MathMode::kExact;
+  options->deterministic = c->nondeterministic == 0;
+  options->always_compile = c->always_compile != 0;
+  return Status::ok();
+}
+
+Status compile_to_handle(const convjit::OpDescriptor& desc, convjit_kernel** out,
+                         const convjit::CompileOptions& options = {}) {
+  auto kernel = convjit::runtime::compile_kernel(desc, options);
   if (!kernel.has_value()) return kernel.status();
   *out = new convjit_kernel{std::move(kernel).value()};
   return Status::ok();
@@ -185,6 +206,23 @@ convjit_status convjit_compile(const convjit_op_desc* desc, convjit_kernel** out
   });
 }
 
+convjit_status convjit_compile_with_options(const convjit_op_desc* desc,
+                                            const convjit_compile_options* options,
+                                            convjit_kernel** out) {
+  return guarded("convjit_compile_with_options", [&]() -> Status {
+    if (out == nullptr) return convjit::invalid_argument("convjit_compile_with_options: out is NULL");
+    *out = nullptr;
+    if (desc == nullptr) {
+      return convjit::invalid_argument("convjit_compile_with_options: desc is NULL");
+    }
+    convjit::OpDescriptor descriptor;
+    CONVJIT_RETURN_IF_ERROR(to_descriptor(*desc, &descriptor));
+    convjit::CompileOptions compile_options;
+    CONVJIT_RETURN_IF_ERROR(to_options(options, &compile_options));
+    return compile_to_handle(descriptor, out, compile_options);
+  });
+}
+
 convjit_status convjit_compile_text(const char* descriptor_text, convjit_kernel** out) {
   return guarded("convjit_compile_text", [&]() -> Status {
     if (out == nullptr) return convjit::invalid_argument("convjit_compile_text: out is NULL");
@@ -210,6 +248,35 @@ convjit_status convjit_run(const convjit_kernel* kernel, const convjit_tensor* a
   });
 }
 
+convjit_status convjit_run_with_context(const convjit_kernel* kernel, const convjit_tensor* a,
+                                        const convjit_tensor* b, const convjit_tensor* out,
+                                        const convjit_run_context* context) {
+  return guarded("convjit_run_with_context", [&]() -> Status {
+    if (kernel == nullptr) {
+      return convjit::invalid_argument("convjit_run_with_context: kernel is NULL");
+    }
+    std::array<convjit::runtime::OperandArg, 3> args;
+    CONVJIT_RETURN_IF_ERROR(to_operand("a", a, &args[0]));
+    CONVJIT_RETURN_IF_ERROR(to_operand("b", b, &args[1]));
+    CONVJIT_RETURN_IF_ERROR(to_operand("out", out, &args[2]));
+    convjit::codegen::RunContext run_context;
+    if (context != nullptr) {
+      run_context.stream = context->stream;
+      run_context.workspace = context->workspace;
+      run_context.workspace_bytes = context->workspace_bytes;
+    }
+    return kernel->impl->run(args, run_context);
+  });
+}
+
+size_t convjit_kernel_workspace_bytes(const convjit_kernel* kernel) {
+  if (kernel == nullptr) {
+    fail(CONVJIT_INVALID_ARGUMENT, "convjit_kernel_workspace_bytes: kernel is NULL");
+    return 0;
+  }
+  return kernel->impl->workspace_bytes();
+}
+
 void convjit_destroy(convjit_kernel* kernel) { delete kernel; }
 
 int32_t convjit_kernel_operand_shape(const convjit_kernel* kernel, int32_t index,
@@ -230,6 +297,10 @@ const char* convjit_kernel_name(const convjit_kernel* kernel) {
 
 const char* convjit_kernel_backend(const convjit_kernel* kernel) {
   return kernel_string(kernel, "convjit_kernel_backend", &convjit::detail::KernelImpl::backend);
+}
+
+const char* convjit_kernel_device(const convjit_kernel* kernel) {
+  return kernel_string(kernel, "convjit_kernel_device", &convjit::detail::KernelImpl::device);
 }
 
 const char* convjit_kernel_descriptor(const convjit_kernel* kernel) {

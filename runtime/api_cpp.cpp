@@ -74,8 +74,22 @@ void Kernel::run(const TensorView& a, const TensorView& b, const TensorView& out
   runtime::throw_if_error(checked_impl(impl_.get()).run(runtime::operand_args(a, b, out)));
 }
 
+void Kernel::run(const TensorView& a, const TensorView& b, const TensorView& out,
+                 const RunContext& context) const {
+  codegen::RunContext run_context;
+  run_context.stream = context.stream;
+  run_context.workspace = context.workspace;
+  run_context.workspace_bytes = context.workspace_bytes;
+  runtime::throw_if_error(
+      checked_impl(impl_.get()).run(runtime::operand_args(a, b, out), run_context));
+}
+
 const std::string& Kernel::descriptor() const { return checked_impl(impl_.get()).descriptor(); }
 const std::string& Kernel::backend() const { return checked_impl(impl_.get()).backend(); }
+const std::string& Kernel::device() const { return checked_impl(impl_.get()).device(); }
+std::size_t Kernel::workspace_bytes() const {
+  return checked_impl(impl_.get()).workspace_bytes();
+}
 const std::string& Kernel::name() const { return checked_impl(impl_.get()).name(); }
 double Kernel::compile_ms() const { return checked_impl(impl_.get()).compile_ms(); }
 const std::string& Kernel::cache_source() const { return checked_impl(impl_.get()).cache_source(); }

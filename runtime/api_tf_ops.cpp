@@ -16,7 +16,7 @@ T value_or_throw(Expected<T> value) {
 }
 
 // The attributes every op shares.
-OpDescriptor base_descriptor(OpKind op, DType dtype, std::span<const std::int64_t> strides,
+OpDescriptor base_descriptor(OpKind op, DType dtype, const std::vector<std::int64_t>& strides,
                              std::string_view padding, const ConvAttrs& attrs) {
   OpDescriptor desc;
   desc.op = op;
@@ -37,9 +37,9 @@ Tensor compile_and_run(const OpDescriptor& desc, const TensorView& a, const Tens
   return out;
 }
 
-Tensor backprop_input(OpKind op, std::span<const std::int64_t> input_sizes,
+Tensor backprop_input(OpKind op, const std::vector<std::int64_t>& input_sizes,
                       const TensorView& filter, const TensorView& out_backprop,
-                      std::span<const std::int64_t> strides, std::string_view padding,
+                      const std::vector<std::int64_t>& strides, std::string_view padding,
                       const ConvAttrs& attrs) {
   OpDescriptor desc = base_descriptor(op, filter.dtype, strides, padding, attrs);
   desc.input.assign(input_sizes.begin(), input_sizes.end());
@@ -49,8 +49,8 @@ Tensor backprop_input(OpKind op, std::span<const std::int64_t> input_sizes,
 }
 
 Tensor backprop_filter(OpKind op, const TensorView& input,
-                       std::span<const std::int64_t> filter_sizes, const TensorView& out_backprop,
-                       std::span<const std::int64_t> strides, std::string_view padding,
+                       const std::vector<std::int64_t>& filter_sizes, const TensorView& out_backprop,
+                       const std::vector<std::int64_t>& strides, std::string_view padding,
                        const ConvAttrs& attrs) {
   OpDescriptor desc = base_descriptor(op, input.dtype, strides, padding, attrs);
   desc.input = input.shape;
@@ -60,7 +60,7 @@ Tensor backprop_filter(OpKind op, const TensorView& input,
 }
 
 Tensor forward(OpKind op, const TensorView& input, const TensorView& filter,
-               std::span<const std::int64_t> strides, std::string_view padding,
+               const std::vector<std::int64_t>& strides, std::string_view padding,
                const ConvAttrs& attrs) {
   OpDescriptor desc = base_descriptor(op, input.dtype, strides, padding, attrs);
   desc.input = input.shape;
@@ -70,46 +70,46 @@ Tensor forward(OpKind op, const TensorView& input, const TensorView& filter,
 
 }  // namespace
 
-Tensor conv2d_backprop_input(std::span<const std::int64_t> input_sizes, const TensorView& filter,
-                             const TensorView& out_backprop, std::span<const std::int64_t> strides,
+Tensor conv2d_backprop_input(const std::vector<std::int64_t>& input_sizes, const TensorView& filter,
+                             const TensorView& out_backprop, const std::vector<std::int64_t>& strides,
                              std::string_view padding, const ConvAttrs& attrs) {
   return backprop_input(OpKind::kConv2DBackpropInput, input_sizes, filter, out_backprop, strides,
                         padding, attrs);
 }
 
-Tensor conv2d_backprop_filter(const TensorView& input, std::span<const std::int64_t> filter_sizes,
-                              const TensorView& out_backprop, std::span<const std::int64_t> strides,
+Tensor conv2d_backprop_filter(const TensorView& input, const std::vector<std::int64_t>& filter_sizes,
+                              const TensorView& out_backprop, const std::vector<std::int64_t>& strides,
                               std::string_view padding, const ConvAttrs& attrs) {
   return backprop_filter(OpKind::kConv2DBackpropFilter, input, filter_sizes, out_backprop, strides,
                          padding, attrs);
 }
 
-Tensor depthwise_conv2d_native_backprop_input(std::span<const std::int64_t> input_sizes,
+Tensor depthwise_conv2d_native_backprop_input(const std::vector<std::int64_t>& input_sizes,
                                               const TensorView& filter,
                                               const TensorView& out_backprop,
-                                              std::span<const std::int64_t> strides,
+                                              const std::vector<std::int64_t>& strides,
                                               std::string_view padding, const ConvAttrs& attrs) {
   return backprop_input(OpKind::kDepthwiseConv2dNativeBackpropInput, input_sizes, filter,
                         out_backprop, strides, padding, attrs);
 }
 
 Tensor depthwise_conv2d_native_backprop_filter(const TensorView& input,
-                                               std::span<const std::int64_t> filter_sizes,
+                                               const std::vector<std::int64_t>& filter_sizes,
                                                const TensorView& out_backprop,
-                                               std::span<const std::int64_t> strides,
+                                               const std::vector<std::int64_t>& strides,
                                                std::string_view padding, const ConvAttrs& attrs) {
   return backprop_filter(OpKind::kDepthwiseConv2dNativeBackpropFilter, input, filter_sizes,
                          out_backprop, strides, padding, attrs);
 }
 
 Tensor conv2d(const TensorView& input, const TensorView& filter,
-              std::span<const std::int64_t> strides, std::string_view padding,
+              const std::vector<std::int64_t>& strides, std::string_view padding,
               const ConvAttrs& attrs) {
   return forward(OpKind::kConv2D, input, filter, strides, padding, attrs);
 }
 
 Tensor depthwise_conv2d_native(const TensorView& input, const TensorView& filter,
-                               std::span<const std::int64_t> strides, std::string_view padding,
+                               const std::vector<std::int64_t>& strides, std::string_view padding,
                                const ConvAttrs& attrs) {
   return forward(OpKind::kDepthwiseConv2dNative, input, filter, strides, padding, attrs);
 }

@@ -1,5 +1,6 @@
 #include "runtime/backend_registry.hpp"
 
+#include <charconv>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -16,31 +17,77 @@
 namespace convjit::runtime {
 namespace {
 
-using Factory = std::unique_ptr<codegen::Backend> (*)(const ir::Target&);
+using Factory = Expected<std::unique_ptr<codegen::Backend>> (*)(const Device&, ir::Isa isa_cap);
 
 struct Registration {
   std::string_view name;
   Factory make;
-  // How the backend's target is derived from the host: the interpreter is scalar.
-  bool host_target;
+  /// Whether the backend generates for this kind of device.
+  bool (*serves)(Device::Kind);
 };
 
-// Best first: the first entry is the default.
+bool serves_cpu(Device::Kind kind) { return kind == Device::Kind::kCpu; }
+
+#ifdef CONVJIT_HAVE_X86_BACKEND
+Expected<std::unique_ptr<codegen::Backend>> make_x86(const Device&, ir::Isa isa_cap) {
+  return codegen::make_x86_backend(ir::Target::host(isa_cap, 1));
+}
+#endif
+
+Expected<std::unique_ptr<codegen::Backend>> make_interpreter(const Device&, ir::Isa) {
+  return codegen::make_interpreter_backend(ir::Target::generic(1));
+}
+
+// Best first: for each device kind, the first entry serving it is the default.
 const std::vector<Registration>& registrations() {
   static const std::vector<Registration> kRegistrations = {
 #ifdef CONVJIT_HAVE_X86_BACKEND
-      {"x86", &codegen::make_x86_backend, true},
+      {codegen::kX86BackendName, &make_x86, &serves_cpu},
 #endif
-      {codegen::kInterpreterBackendName, &codegen::make_interpreter_backend, false},
+      {codegen::kInterpreterBackendName, &make_interpreter, &serves_cpu},
   };
   return kRegistrations;
 }
 
 std::mutex g_mutex;
-std::map<std::tuple<std::string, ir::Isa, int>, std::shared_ptr<const codegen::Backend>>
+std::map<std::tuple<std::string, std::string, ir::Isa>, std::shared_ptr<const codegen::Backend>>
     g_instances;  // guarded by g_mutex
 
 }  // namespace
+
+std::string Device::name() const {
+  switch (kind) {
+    case Kind::kCpu: return "cpu";
+    case Kind::kCuda: return fmt::format("cuda:{}", ordinal);
+    case Kind::kCudaInterpret: return "cuda-interpret";
+  }
+  return "cpu";
+}
+
+Expected<Device> parse_device(std::string_view text, bool cuda_interpret) {
+  Device device;
+  if (text.empty() || text == "cpu") return device;
+  if (text == "cuda-interpret") {
+    device.kind = Device::Kind::kCudaInterpret;
+    return device;
+  }
+  if (text == "cuda" || text.substr(0, 5) == "cuda:") {
+    device.kind = cuda_interpret ? Device::Kind::kCudaInterpret : Device::Kind::kCuda;
+    if (text.size() > 5) {
+      const std::string_view digits = text.substr(5);
+      const auto [end, error] =
+          std::from_chars(digits.data(), digits.data() + digits.size(), device.ordinal);
+      if (error != std::errc() || end != digits.data() + digits.size() || device.ordinal < 0) {
+        return invalid_argument(fmt::format(
+            "device '{}': the CUDA device ordinal must be a non-negative integer", text));
+      }
+    }
+    if (device.kind == Device::Kind::kCudaInterpret) device.ordinal = 0;
+    return device;
+  }
+  return invalid_argument(fmt::format(
+      "unknown device '{}'; known devices: cpu, cuda, cuda:N, cuda-interpret", text));
+}
 
 std::vector<std::string> backend_names() {
   std::vector<std::string> names;
@@ -48,36 +95,51 @@ std::vector<std::string> backend_names() {
   return names;
 }
 
-std::string default_backend_name() { return std::string(registrations().front().name); }
+std::string default_backend_name(const Device& device) {
+  for (const Registration& r : registrations()) {
+    if (r.serves(device.kind)) return std::string(r.name);
+  }
+  return {};
+}
 
-Expected<std::shared_ptr<const codegen::Backend>> get_backend(std::string_view name,
-                                                              ir::Isa isa_cap, int num_threads) {
-  if (name.empty()) name = registrations().front().name;
+Expected<std::shared_ptr<const codegen::Backend>> get_backend(const Device& device,
+                                                              std::string_view name,
+                                                              ir::Isa isa_cap) {
+  std::string chosen(name);
+  if (chosen.empty()) chosen = default_backend_name(device);
+  if (chosen.empty()) {
+    return unimplemented(fmt::format(
+        "no backend for device '{}': convjit was built without CUDA support", device.name()));
+  }
   const Registration* found = nullptr;
   for (const Registration& r : registrations()) {
-    if (r.name == name) found = &r;
+    if (r.name == chosen) found = &r;
   }
   if (found == nullptr) {
-    return invalid_argument(fmt::format("unknown convjit backend '{}'; known backends: {}", name,
+    return invalid_argument(fmt::format("unknown convjit backend '{}'; known backends: {}", chosen,
                                         fmt::join(backend_names(), ", ")));
   }
-  if (num_threads < 1) num_threads = 1;
-  // The interpreter's target does not depend on the ISA cap: key it once.
-  if (!found->host_target) isa_cap = ir::Isa::kGeneric;
+  if (!found->serves(device.kind)) {
+    return invalid_argument(
+        fmt::format("backend '{}' does not run on device '{}'", chosen, device.name()));
+  }
+  // Only backends for the host CPU depend on the ISA cap: key the others once.
+  if (device.kind != Device::Kind::kCpu || chosen == codegen::kInterpreterBackendName) {
+    isa_cap = ir::Isa::kGeneric;
+  }
   std::lock_guard<std::mutex> lock(g_mutex);
-  auto key = std::make_tuple(std::string(name), isa_cap, num_threads);
+  auto key = std::make_tuple(chosen, device.name(), isa_cap);
   auto it = g_instances.find(key);
   if (it != g_instances.end()) return it->second;
-  const ir::Target target = found->host_target ? ir::Target::host(isa_cap, num_threads)
-                                               : ir::Target::generic(num_threads);
-  std::shared_ptr<const codegen::Backend> backend = found->make(target);
-  if (!backend) return internal_error(fmt::format("backend '{}' could not be created", name));
+  Expected<std::unique_ptr<codegen::Backend>> made = found->make(device, isa_cap);
+  if (!made.has_value()) return made.status();
+  std::shared_ptr<const codegen::Backend> backend = std::move(made).value();
   g_instances.emplace(std::move(key), backend);
   return backend;
 }
 
-std::shared_ptr<const codegen::Backend> interpreter_backend(int num_threads) {
-  return *get_backend(codegen::kInterpreterBackendName, ir::Isa::kGeneric, num_threads);
+std::shared_ptr<const codegen::Backend> interpreter_backend() {
+  return *get_backend(Device{}, codegen::kInterpreterBackendName, ir::Isa::kGeneric);
 }
 
 }  // namespace convjit::runtime

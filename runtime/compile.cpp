@@ -10,7 +10,7 @@
 
 #include "frontend/descriptor_text.hpp"
 #include "frontend/validate.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/interpreter/interpreter_backend.hpp"
 #include "ir/printer.hpp"
 #include "runtime/backend_registry.hpp"
 #include "runtime/descriptor_memo.hpp"
@@ -28,25 +28,19 @@ double ms_since(Clock::time_point start) {
   return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
 }
 
-ir::LoopNest schedule_for(const ConvProblem& problem, const codegen::Backend& backend) {
-  ir::PassObserver observer;
-  if (verbose_level() >= 2) {
-    observer = [&backend](std::string_view pass, const ir::LoopNest& nest) {
-      log_ir(fmt::format("{},{}", backend.name(), pass), ir::print(nest));
-    };
-  }
-  return ir::lower_and_schedule(problem, backend.target(), observer);
-}
-
-// Lowering, scheduling and code generation for one problem: what the cache saves.
+// Planning, lowering, scheduling and code generation for one problem: what the cache saves.
+// `record` (when not null) receives the plan and scheduled IR as text, printed while compiling.
 Expected<KernelCache::Entry> build_kernel(const ConvProblem& problem,
                                           std::shared_ptr<const codegen::Backend> backend,
-                                          int num_threads) {
+                                          const codegen::PlanOptions& options,
+                                          BuildRecord* record) {
   const Clock::time_point start = Clock::now();
   auto compiled = std::make_shared<CompiledKernel>();
   compiled->problem = problem;
-  compiled->num_threads = num_threads;
-  if (problem.is_empty()) {
+  compiled->num_threads = options.num_threads;
+  compiled->device = backend->device();
+  compiled->memory_space = backend->memory_space();
+  if (problem.is_empty() && backend->memory_space() == codegen::MemorySpace::kHost) {
     // Some operand has no elements: the result is zeros, which needs no generated code.
     compiled->backend = std::string(backend->name());
     compiled->name = "zero_fill";
@@ -54,23 +48,52 @@ Expected<KernelCache::Entry> build_kernel(const ConvProblem& problem,
     return KernelCache::Entry(std::move(compiled));
   }
 
-  ir::LoopNest nest = schedule_for(problem, *backend);
-  std::string why_not;
-  if (!backend->supports(nest, &why_not)) {
+  auto trace_for = [&](const codegen::Backend& b) {
+    codegen::CompileTrace trace;
+    if (verbose_level() >= 2) {
+      trace.observer = [&b](std::string_view pass, const ir::LoopNest& nest) {
+        log_ir(fmt::format("{},{}", b.name(), pass), ir::print(nest));
+      };
+    }
+    if (record != nullptr) {
+      trace.plan_text = &record->plan_text;
+      trace.ir_text = &record->ir_text;
+    }
+    return trace;
+  };
+  Expected<std::unique_ptr<codegen::CompiledCode>> code =
+      codegen::compile(*backend, problem, options, trace_for(*backend));
+  // A host backend that cannot take the problem leaves it to the interpreter, which runs
+  // every nest; a device backend's refusal is the caller's error (its tensors are on the
+  // device, out of the interpreter's reach).
+  if (!code.has_value() && code.status().code() == StatusCode::kUnimplemented &&
+      backend->memory_space() == codegen::MemorySpace::kHost &&
+      backend->name() != codegen::kInterpreterBackendName) {
     log_info(1, fmt::format("backend {} does not support this problem ({}); using the "
                             "interpreter: \"{}\"",
-                            backend->name(), why_not.empty() ? "no reason given" : why_not,
-                            to_text(problem)));
-    backend = interpreter_backend(num_threads);
-    nest = schedule_for(problem, *backend);
+                            backend->name(), code.status().message(), to_text(problem)));
+    backend = interpreter_backend();
+    code = codegen::compile(*backend, problem, options, trace_for(*backend));
   }
-  Expected<std::unique_ptr<codegen::CompiledCode>> code = backend->compile(nest);
   if (!code.has_value()) return code.status();
   compiled->backend = std::string(backend->name());
   compiled->name = code.value()->name();
   compiled->code = std::shared_ptr<const codegen::CompiledCode>(std::move(code).value());
   compiled->compile_ms = ms_since(start);
   return KernelCache::Entry(std::move(compiled));
+}
+
+// The backend for `options` on this process's settings: the caller's device and backend, else
+// CONVJIT_BACKEND where it serves the device, else the device's best.
+Expected<std::shared_ptr<const codegen::Backend>> choose_backend(const CompileOptions& options,
+                                                                 const EnvConfig& config) {
+  Expected<Device> device = parse_device(options.device, config.cuda_interpret);
+  if (!device.has_value()) return device.status();
+  std::string name = options.backend;
+  if (name.empty() && !config.backend.empty() && device->kind == Device::Kind::kCpu) {
+    name = config.backend;
+  }
+  return get_backend(device.value(), name, config.isa_cap);
 }
 
 // The full path: validation, backend, canonical key, memory cache (and disk cache, and code
@@ -87,29 +110,31 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_slow(const OpDescrip
         fmt::format("CompileOptions::num_threads must be >= 0, but got {}", options.num_threads));
   }
   const EnvConfig& config = env();
-  const int num_threads = options.num_threads > 0 ? options.num_threads : config.num_threads;
-  const std::string& backend_name = !options.backend.empty() ? options.backend : config.backend;
-  Expected<std::shared_ptr<const codegen::Backend>> backend =
-      get_backend(backend_name, config.isa_cap, num_threads);
+  Expected<std::shared_ptr<const codegen::Backend>> backend = choose_backend(options, config);
   if (!backend.has_value()) return backend.status();
+  codegen::PlanOptions plan_options;
+  plan_options.num_threads = options.num_threads > 0 ? options.num_threads : config.num_threads;
+  plan_options.math_mode = options.math_mode;
+  plan_options.deterministic = options.deterministic;
 
-  auto build = [&]() { return build_kernel(problem.value(), backend.value(), num_threads); };
+  auto build = [&](BuildRecord* record) {
+    return build_kernel(problem.value(), backend.value(), plan_options, record);
+  };
   KernelCache::Entry entry;
   std::string_view log_source = "miss";
   std::string cache_source = "none";
   std::string descriptor_text = to_text(desc);
   if (options.always_compile || config.always_compile) {
-    Expected<KernelCache::Entry> built = build();
+    Expected<KernelCache::Entry> built = build(nullptr);
     if (!built.has_value()) return built.status();
     entry = std::move(built).value();
   } else {
-    const std::string key =
-        make_cache_key(problem.value(), backend.value()->name(), backend.value()->target());
+    const std::string key = make_cache_key(problem.value(), *backend.value(), plan_options);
     // On a memory miss the disk cache is asked before code is generated.
     bool disk_hit = false;
     auto build_or_load = [&]() {
-      return compile_through_disk_cache(key, desc, problem.value(), *backend.value(), build,
-                                        &disk_hit);
+      return compile_through_disk_cache(key, desc, problem.value(), *backend.value(),
+                                        plan_options.num_threads, build, &disk_hit);
     };
     KernelCache& cache = global_kernel_cache();
     // Read before the lookup: see KernelCache::epoch.
@@ -159,10 +184,9 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_kernel(const OpDescr
   const bool verbose = verbose_level() >= 1;
   const Clock::time_point start = verbose ? Clock::now() : Clock::time_point{};
   const int num_threads = options.num_threads > 0 ? options.num_threads : config.num_threads;
-  const std::string& backend_name = !options.backend.empty() ? options.backend : config.backend;
   // One buffer per thread: after its first use, a key costs no allocation.
   thread_local std::string memo_key;
-  make_descriptor_key(desc, backend_name, num_threads, config.isa_cap, &memo_key);
+  make_descriptor_key(desc, options, num_threads, config.isa_cap, &memo_key);
 
   KernelCache& cache = global_kernel_cache();
   std::shared_ptr<const detail::KernelImpl> kernel =

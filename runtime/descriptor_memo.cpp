@@ -47,8 +47,10 @@ class KeyWriter {
 
 }  // namespace
 
-void make_descriptor_key(const OpDescriptor& desc, std::string_view backend, int num_threads,
-                         ir::Isa isa_cap, std::string* out) {
+void make_descriptor_key(const OpDescriptor& desc, const CompileOptions& options,
+                         int num_threads, ir::Isa isa_cap, std::string* out) {
+  const std::string_view backend = options.backend;
+  const std::string_view device = options.device;
   // Naming every member in one structured binding makes a field added to OpDescriptor a compile
   // error here until it is part of the key: a field left out would let two different
   // descriptors share a kernel.
@@ -56,11 +58,12 @@ void make_descriptor_key(const OpDescriptor& desc, std::string_view backend, int
                padding, explicit_paddings, use_cudnn_on_gpu] = desc;
 
   constexpr std::size_t kScalars = 4 * sizeof(std::uint8_t) + 3 * sizeof(std::int32_t) +
-                                   sizeof(std::uint8_t) + sizeof(std::uint64_t);
+                                   3 * sizeof(std::uint8_t) + 2 * sizeof(std::uint64_t);
   const std::size_t size = kScalars + KeyWriter::list_size(input) + KeyWriter::list_size(filter) +
                            KeyWriter::list_size(out_backprop) + KeyWriter::list_size(strides) +
                            KeyWriter::list_size(dilations) +
-                           KeyWriter::list_size(explicit_paddings) + backend.size();
+                           KeyWriter::list_size(explicit_paddings) + backend.size() +
+                           device.size();
   out->resize(size);
   KeyWriter w(out->data());
   w.put(static_cast<std::uint8_t>(op));
@@ -71,6 +74,8 @@ void make_descriptor_key(const OpDescriptor& desc, std::string_view backend, int
   w.put(static_cast<std::int32_t>(num_threads));
   w.put(static_cast<std::int32_t>(isa_cap));
   w.put(static_cast<std::uint8_t>(use_cudnn_on_gpu ? 1 : 0));
+  w.put(static_cast<std::uint8_t>(options.math_mode));
+  w.put(static_cast<std::uint8_t>(options.deterministic ? 1 : 0));
   w.put_list(input);
   w.put_list(filter);
   w.put_list(out_backprop);
@@ -78,6 +83,7 @@ void make_descriptor_key(const OpDescriptor& desc, std::string_view backend, int
   w.put_list(dilations);
   w.put_list(explicit_paddings);
   w.put_text(backend);
+  w.put_text(device);
 }
 
 std::uint64_t DescriptorMemo::default_hash(std::string_view key) {

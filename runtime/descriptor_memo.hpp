@@ -19,6 +19,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "convjit/convjit.hpp"
 #include "convjit/types.hpp"
 #include "ir/target.hpp"
 #include "runtime/kernel.hpp"
@@ -26,11 +27,11 @@
 namespace convjit::runtime {
 
 /// Writes to `out` (replacing its contents) the bytes that name one compile() request: every
-/// field of `desc`, the backend name asked for ("" for the default), the resolved thread count
-/// and the ISA cap. Each value has a fixed width and each list its length first, so two requests
+/// field of `desc`, the options that choose the kernel (device and backend as asked for, ""
+/// for the defaults; math mode; determinism), the resolved thread count and the ISA cap. Each value has a fixed width and each list its length first, so two requests
 /// get the same bytes exactly when they are equal field by field.
-void make_descriptor_key(const OpDescriptor& desc, std::string_view backend, int num_threads,
-                         ir::Isa isa_cap, std::string* out);
+void make_descriptor_key(const OpDescriptor& desc, const CompileOptions& options,
+                         int num_threads, ir::Isa isa_cap, std::string* out);
 
 class DescriptorMemo {
  public:

@@ -26,6 +26,8 @@ struct EnvConfig {
   ir::Isa isa_cap = ir::Isa::kAvx512;
   /// CONVJIT_BACKEND: the backend compile() picks when the caller names none ("" = best).
   std::string backend;
+  /// CONVJIT_CUDA_INTERPRET: device "cuda" runs the CUDA backend's kernels on the host.
+  bool cuda_interpret = false;
   /// CONVJIT_ALWAYS_COMPILE: bypass every cache.
   bool always_compile = false;
 };

@@ -92,23 +92,25 @@ std::array<std::int64_t, 4> KernelImpl::operand_shape(int index) const {
   return problem().shape(roles[static_cast<std::size_t>(index)]);
 }
 
-Status KernelImpl::run(const std::array<runtime::OperandArg, 3>& args) const {
+Status KernelImpl::run(const std::array<runtime::OperandArg, 3>& args,
+                       const codegen::RunContext& context) const {
   const ConvProblem& p = problem();
   OperandPointers pointers;
   CONVJIT_RETURN_IF_ERROR(runtime::check_operands(op_, p, args, &pointers));
 
   const bool log = runtime::verbose_level() >= 1;
   const auto start = log ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
-  if (!compiled_->code || p.is_empty()) {
+  if (!compiled_->code) {
     // TensorFlow's result for an empty operand is all zeros (one of its kernels leaves the
-    // output uninitialised; convjit defines it).
+    // output uninitialised; convjit defines it). Host backends need no code for it; a device
+    // backend compiles its own zero fill, so device memory is never touched from here.
     const TensorRole out = p.output_role();
     const std::int64_t bytes = p.elements(out) * dtype_size(p.dtype);
     if (bytes > 0) std::memset(pointers.get(out), 0, static_cast<std::size_t>(bytes));
   } else {
-    const ParallelFor parallel_for =
-        runtime::resolve_parallel_for(parallel_for_, compiled_->num_threads);
-    CONVJIT_RETURN_IF_ERROR(compiled_->code->run(pointers, parallel_for));
+    codegen::RunContext run_context = context;
+    run_context.parallel_for = runtime::resolve_parallel_for(parallel_for_, compiled_->num_threads);
+    CONVJIT_RETURN_IF_ERROR(compiled_->code->run(pointers, run_context));
   }
   if (log) {
     const double ms =

@@ -48,6 +48,10 @@ struct CompiledKernel {
   /// The backend that generated `code` ("x86", "interpreter"); may differ from the one asked
   /// for when that one did not support the nest.
   std::string backend;
+  /// The device the code runs on ("cpu", "cuda:0", "cuda-interpret") and where it expects
+  /// its tensors.
+  std::string device = "cpu";
+  codegen::MemorySpace memory_space = codegen::MemorySpace::kHost;
   /// CompiledCode::name(), or "zero_fill" for a problem with an empty operand.
   std::string name;
   /// Wall time lowering, scheduling and code generation took.
@@ -90,8 +94,11 @@ class KernelImpl {
   KernelImpl(std::shared_ptr<const runtime::CompiledKernel> compiled, OpKind op,
              std::string descriptor, std::string cache_source, ParallelFor parallel_for);
 
-  /// Checks the operands and computes the op; empty problems zero-fill the output.
-  Status run(const std::array<runtime::OperandArg, 3>& args) const;
+  /// Checks the operands and computes the op; empty problems zero-fill the output. `context`
+  /// carries a device kernel's stream and workspace (its parallel_for is ignored: CPU
+  /// kernels run on the compile options' loop, the hook or convjit's pool).
+  Status run(const std::array<runtime::OperandArg, 3>& args,
+             const codegen::RunContext& context = {}) const;
 
   const runtime::CompiledKernel& compiled() const { return *compiled_; }
   const std::shared_ptr<const runtime::CompiledKernel>& compiled_ptr() const { return compiled_; }
@@ -100,6 +107,10 @@ class KernelImpl {
   /// Canonical text of the caller's descriptor.
   const std::string& descriptor() const { return descriptor_; }
   const std::string& backend() const { return compiled_->backend; }
+  const std::string& device() const { return compiled_->device; }
+  std::size_t workspace_bytes() const {
+    return compiled_->code ? compiled_->code->workspace_bytes() : 0;
+  }
   const std::string& name() const { return compiled_->name; }
   /// "memory", "disk" or "none".
   const std::string& cache_source() const { return cache_source_; }

@@ -13,10 +13,15 @@
 
 namespace convjit::runtime {
 
+std::string make_cache_key(const ConvProblem& problem, const codegen::Backend& backend,
+                           const codegen::PlanOptions& options) {
+  return make_cache_key(problem, backend.name(), backend.target_name(), options);
+}
+
 std::string make_cache_key(const ConvProblem& problem, std::string_view backend,
-                           const ir::Target& target) {
-  return fmt::format("{}\nbackend={}\ntarget={}\nthreads={}\ncodegen_version={}",
-                     to_text(problem), backend, target.name(), target.num_threads,
+                           std::string_view target, const codegen::PlanOptions& options) {
+  return fmt::format("{}\nbackend={}\ntarget={}\n{}\ncodegen_version={}",
+                     to_text(problem), backend, target, codegen::options_key(options),
                      codegen_version());
 }
 

@@ -16,16 +16,19 @@
 
 #include "frontend/hash.hpp"
 #include "frontend/problem.hpp"
-#include "ir/target.hpp"
+#include "codegen/backend.hpp"
 #include "runtime/kernel.hpp"
 #include "support/status.hpp"
 
 namespace convjit::runtime {
 
 /// The full cache key text: one line per component, so two keys are equal exactly when the
-/// problem, backend, target, thread count and codegen version all are.
+/// problem, backend, target, plan options (threads, math mode, ...) and codegen version all are.
+std::string make_cache_key(const ConvProblem& problem, const codegen::Backend& backend,
+                           const codegen::PlanOptions& options);
+/// The same from the backend's name and target name.
 std::string make_cache_key(const ConvProblem& problem, std::string_view backend,
-                           const ir::Target& target);
+                           std::string_view target, const codegen::PlanOptions& options);
 
 struct CacheStats {
   std::uint64_t hits = 0;       // found in memory (count_front_hit's included)

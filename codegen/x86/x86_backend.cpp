@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -14,6 +15,7 @@
 #include "codegen/x86/emitter.hpp"
 #include "codegen/x86/executable_memory.hpp"
 #include "codegen/x86/kernel_layout.hpp"
+#include "ir/pipeline.hpp"
 
 namespace convjit::codegen {
 namespace {
@@ -79,6 +81,17 @@ class ScratchPool {
     if (!idle_) idle_ = std::move(block);
   }
 
+  std::size_t idle_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return idle_ ? bytes_ : 0;
+  }
+
+  void drop_idle() {
+    Block dropped(nullptr, &std::free);
+    std::lock_guard<std::mutex> lock(mutex_);
+    dropped = std::move(idle_);
+  }
+
  private:
   std::size_t bytes_;
   std::mutex mutex_;
@@ -90,7 +103,7 @@ class X86Code final : public CompiledCode {
   X86Code(std::unique_ptr<x86::ExecutableMemory> code, x86::KernelLayout layout)
       : code_(std::move(code)), layout_(std::move(layout)), scratch_pool_(layout_.scratch_bytes) {}
 
-  Status run(const OperandPointers& operands, const ParallelFor& parallel_for) const override {
+  Status run(const OperandPointers& operands, const RunContext& context) const override {
     std::vector<void*> table(layout_.buffers.size(), nullptr);
     for (std::size_t i = 0; i < layout_.buffers.size(); ++i) {
       switch (layout_.buffers[i]) {
@@ -119,8 +132,9 @@ class X86Code final : public CompiledCode {
       void* const* args = table.data();
       if (e.parallel) {
         if (e.trip <= 0) continue;
-        if (parallel_for) {
-          parallel_for(e.trip, [fn, args](std::int64_t b, std::int64_t end) { fn(args, b, end); });
+        if (context.parallel_for) {
+          context.parallel_for(e.trip,
+                               [fn, args](std::int64_t b, std::int64_t end) { fn(args, b, end); });
         } else {
           fn(args, 0, e.trip);
         }
@@ -134,8 +148,18 @@ class X86Code final : public CompiledCode {
 
   const std::string& name() const override { return layout_.name; }
   std::size_t scratch_bytes() const override { return layout_.scratch_bytes; }
+  std::size_t resident_bytes() const override {
+    return code_->bytes().size() + scratch_pool_.idle_bytes();
+  }
+  void release_idle_memory() const override { scratch_pool_.drop_idle(); }
   std::span<const std::uint8_t> code_bytes() const override { return code_->bytes(); }
-  std::string load_info() const override { return x86::serialize_layout(layout_); }
+  Artifacts artifacts() const override {
+    const std::string info = x86::serialize_layout(layout_);
+    Artifacts out;
+    out[kCodeArtifactName].assign(code_->bytes().begin(), code_->bytes().end());
+    out[kLoadArtifactName].assign(info.begin(), info.end());
+    return out;
+  }
 
  private:
   std::unique_ptr<x86::ExecutableMemory> code_;
@@ -143,87 +167,137 @@ class X86Code final : public CompiledCode {
   mutable ScratchPool scratch_pool_;
 };
 
+// Until the x86 backend has its own plan type: the target sized for the caller's threads.
+class TargetPlan final : public Plan {
+ public:
+  explicit TargetPlan(ir::Target target) : target(std::move(target)) {}
+  std::string describe() const override {
+    return fmt::format("target={} threads={}", target.name(), target.num_threads);
+  }
+  ir::Target target;
+};
+
 class X86Backend final : public Backend {
  public:
   explicit X86Backend(const ir::Target& target) : target_(target) {}
 
   std::string_view name() const override { return kX86BackendName; }
-  const ir::Target& target() const override { return target_; }
+  const std::string& device() const override { return device_; }
+  MemorySpace memory_space() const override { return MemorySpace::kHost; }
+  std::string target_name() const override { return target_.name(); }
 
-  bool supports(const ir::LoopNest& nest, std::string* why_not) const override {
+  Expected<std::unique_ptr<const Plan>> plan(const ConvProblem& problem,
+                                            const PlanOptions& options) const override {
+    (void)problem;
     if (target_.isa != ir::Isa::kAvx512 && target_.isa != ir::Isa::kAvx2) {
-      if (why_not != nullptr) *why_not = "the x86 backend needs AVX2 or AVX-512";
-      return false;
+      return unimplemented("the x86 backend needs AVX2 or AVX-512");
     }
-    if (!target_.has_fma) {
-      if (why_not != nullptr) *why_not = "the x86 backend needs FMA";
-      return false;
-    }
-    return x86::check_nest(nest, target_.isa == ir::Isa::kAvx512, target_.has_f16c,
-                           target_.has_avx512_bf16, why_not);
+    if (!target_.has_fma) return unimplemented("the x86 backend needs FMA");
+    ir::Target target = target_;
+    target.num_threads = std::max(1, options.num_threads);
+    return std::unique_ptr<const Plan>(std::make_unique<TargetPlan>(target));
   }
 
-  Expected<std::unique_ptr<CompiledCode>> compile(const ir::LoopNest& nest) const override {
-    std::string why;
-    if (!supports(nest, &why)) {
-      return unimplemented(fmt::format("the x86 backend cannot compile this nest: {}", why));
-    }
-    std::size_t size = kInitialCodeBytes;
-    while (true) {
-      try {
-        // The generator's buffer stays read-write and is dropped once its bytes are copied
-        // into their executable pages; the code is position independent (rip-relative
-        // constants, relative branches), which is also what lets load() map stored bytes.
-        x86::Emitter gen(nest, target_, size);
-        std::vector<x86::FunctionEntry> entries = gen.emit_all();
-        gen.ready();
-        const std::span<const std::uint8_t> bytes(gen.getCode(), gen.getSize());
-        Expected<std::unique_ptr<x86::ExecutableMemory>> memory =
-            x86::ExecutableMemory::from_bytes(bytes);
-        if (!memory) return memory.status();
-        x86::KernelLayout layout = x86::make_layout(nest, std::move(entries),
-                                                    kernel_name(nest, target_), target_.name(),
-                                                    bytes.size());
-        return std::unique_ptr<CompiledCode>(
-            std::make_unique<X86Code>(std::move(memory).value(), std::move(layout)));
-      } catch (const Xbyak::Error& e) {
-        if (static_cast<int>(e) == Xbyak::ERR_CODE_IS_TOO_BIG && size < kMaxCodeBytes) {
-          size *= 4;
-          continue;
-        }
-        return internal_error(fmt::format("x86 code generation failed: {}", e.what()));
-      } catch (const std::bad_alloc&) {
-        return resource_exhausted("out of memory while generating x86 code");
-      }
-    }
+  ir::LoopNest schedule(ir::LoopNest nest, const Plan& plan,
+                        const ir::PassObserver& observer) const override {
+    return ir::schedule(std::move(nest), static_cast<const TargetPlan&>(plan).target, observer);
   }
 
-  Expected<std::unique_ptr<CompiledCode>> load(std::span<const std::uint8_t> code,
-                                               std::string_view load_info) const override {
-    Expected<x86::KernelLayout> layout = x86::parse_layout(load_info);
-    if (!layout) return layout.status();
-    // The cache key already names the target; this keeps a layout from another target (or
-    // a host that lost a feature) from ever reaching a call.
-    if (layout->isa != target_.name()) {
-      return invalid_argument(fmt::format("stored x86 code is for {}, this backend targets {}",
-                                          layout->isa, target_.name()));
+  Expected<std::unique_ptr<CompiledCode>> emit(const ir::LoopNest& nest,
+                                              const Plan& plan) const override {
+    return x86::emit_nest(nest, static_cast<const TargetPlan&>(plan).target);
+  }
+
+  Expected<std::unique_ptr<CompiledCode>> load(const Artifacts& artifacts) const override {
+    const auto code = artifacts.find(kCodeArtifactName);
+    const auto info = artifacts.find(kLoadArtifactName);
+    if (code == artifacts.end() || info == artifacts.end()) {
+      return invalid_argument("stored x86 code lacks its code or load artifact");
     }
-    if (layout->code_size != code.size()) {
-      return invalid_argument(fmt::format("stored x86 code has {} bytes, its layout says {}",
-                                          code.size(), layout->code_size));
-    }
-    Expected<std::unique_ptr<x86::ExecutableMemory>> memory =
-        x86::ExecutableMemory::from_bytes(code);
-    if (!memory) return memory.status();
-    return std::unique_ptr<CompiledCode>(
-        std::make_unique<X86Code>(std::move(memory).value(), std::move(layout).value()));
+    return x86::load_code(
+        code->second,
+        std::string_view(reinterpret_cast<const char*>(info->second.data()), info->second.size()),
+        target_);
   }
 
  private:
   ir::Target target_;
+  std::string device_ = "cpu";
 };
 
 }  // namespace
+
+namespace x86 {
+
+bool can_emit(const ir::LoopNest& nest, const ir::Target& target, std::string* why_not) {
+  if (target.isa != ir::Isa::kAvx512 && target.isa != ir::Isa::kAvx2) {
+    if (why_not != nullptr) *why_not = "the x86 backend needs AVX2 or AVX-512";
+    return false;
+  }
+  if (!target.has_fma) {
+    if (why_not != nullptr) *why_not = "the x86 backend needs FMA";
+    return false;
+  }
+  return check_nest(nest, target.isa == ir::Isa::kAvx512, target.has_f16c,
+                    target.has_avx512_bf16, why_not);
+}
+
+Expected<std::unique_ptr<CompiledCode>> emit_nest(const ir::LoopNest& nest,
+                                                  const ir::Target& target) {
+  std::string why;
+  if (!can_emit(nest, target, &why)) {
+    return unimplemented(fmt::format("the x86 backend cannot compile this nest: {}", why));
+  }
+  std::size_t size = kInitialCodeBytes;
+  while (true) {
+    try {
+      // The generator's buffer stays read-write and is dropped once its bytes are copied
+      // into their executable pages; the code is position independent (rip-relative
+      // constants, relative branches), which is also what lets load_code() map stored bytes.
+      Emitter gen(nest, target, size);
+      std::vector<FunctionEntry> entries = gen.emit_all();
+      gen.ready();
+      const std::span<const std::uint8_t> bytes(gen.getCode(), gen.getSize());
+      Expected<std::unique_ptr<ExecutableMemory>> memory = ExecutableMemory::from_bytes(bytes);
+      if (!memory) return memory.status();
+      KernelLayout layout = make_layout(nest, std::move(entries), kernel_name(nest, target),
+                                        target.name(), bytes.size());
+      return std::unique_ptr<CompiledCode>(
+          std::make_unique<X86Code>(std::move(memory).value(), std::move(layout)));
+    } catch (const Xbyak::Error& e) {
+      if (static_cast<int>(e) == Xbyak::ERR_CODE_IS_TOO_BIG && size < kMaxCodeBytes) {
+        size *= 4;
+        continue;
+      }
+      return internal_error(fmt::format("x86 code generation failed: {}", e.what()));
+    } catch (const std::bad_alloc&) {
+      return resource_exhausted("out of memory while generating x86 code");
+    }
+  }
+}
+
+Expected<std::unique_ptr<CompiledCode>> load_code(std::span<const std::uint8_t> code,
+                                                  std::string_view load_info,
+                                                  const ir::Target& target) {
+  Expected<KernelLayout> layout = parse_layout(load_info);
+  if (!layout) return layout.status();
+  // The cache key already names the target; this keeps a layout from another target (or
+  // a host that lost a feature) from ever reaching a call.
+  if (layout->isa != target.name()) {
+    return invalid_argument(fmt::format("stored x86 code is for {}, this backend targets {}",
+                                        layout->isa, target.name()));
+  }
+  if (layout->code_size != code.size()) {
+    return invalid_argument(fmt::format("stored x86 code has {} bytes, its layout says {}",
+                                        code.size(), layout->code_size));
+  }
+  Expected<std::unique_ptr<ExecutableMemory>> memory = ExecutableMemory::from_bytes(code);
+  if (!memory) return memory.status();
+  return std::unique_ptr<CompiledCode>(
+      std::make_unique<X86Code>(std::move(memory).value(), std::move(layout).value()));
+}
+
+}  // namespace x86
 
 std::unique_ptr<Backend> make_x86_backend(const ir::Target& target) {
   return std::make_unique<X86Backend>(target);

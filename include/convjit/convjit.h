@@ -3,6 +3,7 @@
 #ifndef CONVJIT_CONVJIT_H_
 #define CONVJIT_CONVJIT_H_
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -65,8 +66,29 @@ typedef void (*convjit_parallel_for_fn)(void* ctx, int64_t n,
                                         void (*body)(void* body_ctx, int64_t begin, int64_t end),
                                         void* body_ctx);
 
-/* Compiles (or fetches from the cache) a kernel. On success *out owns a new handle. */
+/* Compiles (or fetches from the cache) a kernel for the CPU with the default options. On
+ * success *out owns a new handle. */
 convjit_status convjit_compile(const convjit_op_desc* desc, convjit_kernel** out);
+
+typedef enum convjit_math_mode {
+  CONVJIT_MATH_EXACT = 0, /* float32 computed in float32 (the default) */
+  CONVJIT_MATH_TF32 = 1   /* float32 products on NVIDIA tensor cores' TF32 */
+} convjit_math_mode;
+
+/* What compile may choose beyond the descriptor. Zero-initialise it ({0}) for the defaults. */
+typedef struct convjit_compile_options {
+  const char* device;       /* "cpu" (also NULL), "cuda" (device 0), "cuda:N", "cuda-interpret" */
+  const char* backend;      /* "x86", "interpreter", "cuda", ...; NULL: the device's best */
+  int32_t num_threads;      /* CPU threads a run may use; 0: CONVJIT_NUM_THREADS, else all cores */
+  int32_t math_mode;        /* a convjit_math_mode */
+  int32_t nondeterministic; /* non-zero: device reductions may use floating-point atomics */
+  int32_t always_compile;   /* non-zero: bypass every cache */
+} convjit_compile_options;
+
+/* convjit_compile with options (NULL: the defaults). */
+convjit_status convjit_compile_with_options(const convjit_op_desc* desc,
+                                            const convjit_compile_options* options,
+                                            convjit_kernel** out);
 /* The same from a canonical descriptor text line. */
 convjit_status convjit_compile_text(const char* descriptor_text, convjit_kernel** out);
 
@@ -74,6 +96,24 @@ convjit_status convjit_compile_text(const char* descriptor_text, convjit_kernel*
  * out receives the result. Safe to call from many threads at once on one kernel. */
 convjit_status convjit_run(const convjit_kernel* kernel, const convjit_tensor* a,
                            const convjit_tensor* b, const convjit_tensor* out);
+
+/* What a run needs besides its tensors (device kernels); zero-initialise it for the defaults. */
+typedef struct convjit_run_context {
+  void* stream;           /* CUstream / cudaStream_t to queue on; NULL: the default stream */
+  void* workspace;        /* device workspace of at least convjit_kernel_workspace_bytes bytes;
+                             NULL: convjit allocates (and keeps) its own */
+  size_t workspace_bytes; /* size of workspace */
+} convjit_run_context;
+
+/* convjit_run on a device stream with an optional workspace (context NULL: the defaults). A
+ * CUDA kernel's tensor data are device pointers and the call returns once the work is queued;
+ * CPU kernels ignore the context. */
+convjit_status convjit_run_with_context(const convjit_kernel* kernel, const convjit_tensor* a,
+                                        const convjit_tensor* b, const convjit_tensor* out,
+                                        const convjit_run_context* context);
+
+/* Device workspace bytes one run needs (0 for CPU kernels and on error). */
+size_t convjit_kernel_workspace_bytes(const convjit_kernel* kernel);
 
 /* Releases a handle; NULL is ignored. */
 void convjit_destroy(convjit_kernel* kernel);
@@ -84,6 +124,8 @@ int32_t convjit_kernel_operand_shape(const convjit_kernel* kernel, int32_t index
 /* Strings owned by the kernel, valid until it is destroyed. */
 const char* convjit_kernel_name(const convjit_kernel* kernel);
 const char* convjit_kernel_backend(const convjit_kernel* kernel);
+/* "cpu", "cuda:0", "cuda-interpret", ...: where the kernel expects its tensors. */
+const char* convjit_kernel_device(const convjit_kernel* kernel);
 const char* convjit_kernel_descriptor(const convjit_kernel* kernel);
 
 /* Routes every later run's parallel loops through fn (NULL restores convjit's pool). */

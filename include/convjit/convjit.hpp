@@ -1,5 +1,6 @@
 // convjit C++ API: compile an op descriptor into a kernel, then run it; plus helpers shaped like
 // TensorFlow's Python functions. This is the only layer that throws (convjit::Error).
+// The header is C++17: frameworks (TensorFlow's custom ops among them) build their code as C++17.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +8,6 @@
 #include <functional>
 #include <memory>
 #include <new>
-#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -93,8 +93,18 @@ class Tensor {
 using ParallelForFn =
     std::function<void(std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body)>;
 
+/// How float32 products are computed where the device could do them in lower precision.
+enum class MathMode : std::uint8_t {
+  kExact,  ///< float32 in float32 (the default)
+  kTF32,   ///< NVIDIA tensor cores' TF32 inputs (10-bit mantissa) with f32 accumulation
+};
+
 struct CompileOptions {
-  /// "x86", "interpreter", ... ; empty: $CONVJIT_BACKEND, else the best backend for the host.
+  /// Where the kernel runs: "cpu" (the default when empty), "cuda" (device 0), "cuda:N", or
+  /// "cuda-interpret" (the CUDA backend's own kernels executed on the host; pointers are host
+  /// memory). $CONVJIT_CUDA_INTERPRET=1 turns "cuda" into "cuda-interpret".
+  std::string device;
+  /// "x86", "interpreter", "cuda", ... ; empty: $CONVJIT_BACKEND, else the device's best.
   std::string backend;
   /// Threads a run may use; 0: $CONVJIT_NUM_THREADS, else all cores.
   int num_threads = 0;
@@ -102,6 +112,23 @@ struct CompileOptions {
   bool always_compile = false;
   /// Run parallel loops through this instead of convjit's thread pool.
   ParallelForFn parallel_for;
+  /// float32 math on devices that offer a faster, less precise mode (part of the cache key).
+  MathMode math_mode = MathMode::kExact;
+  /// Same inputs, same bits: no floating-point atomics in reductions. false lets a device
+  /// backend reduce filter gradients with atomics where that is faster (part of the cache key).
+  bool deterministic = true;
+};
+
+/// What one run needs besides its tensors. CPU kernels ignore it (their threads come from
+/// CompileOptions::parallel_for, the hook or convjit's pool).
+struct RunContext {
+  /// The CUDA stream (CUstream / cudaStream_t) the kernel is queued on; nullptr is the
+  /// legacy default stream. The run returns once the work is queued, not done.
+  void* stream = nullptr;
+  /// Device memory the kernel may use as workspace, at least Kernel::workspace_bytes() bytes;
+  /// nullptr lets convjit allocate (and keep) its own.
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
 };
 
 namespace detail {
@@ -122,12 +149,18 @@ class Kernel {
   ///   Conv2DBackpropFilter / Depthwise*:     a = input,  b = out_backprop, out = filter grad
   /// Shapes and dtypes must match the descriptor exactly.
   void run(const TensorView& a, const TensorView& b, const TensorView& out) const;
+  /// The same on a device stream and, optionally, the caller's workspace. For a CUDA kernel
+  /// the data pointers are device memory (host memory for "cuda-interpret").
+  void run(const TensorView& a, const TensorView& b, const TensorView& out,
+           const RunContext& context) const;
 
   bool valid() const { return impl_ != nullptr; }
   /// The canonical descriptor text this kernel was compiled from.
   const std::string& descriptor() const;
-  /// "x86-avx512", "interpreter", ...
+  /// "x86", "interpreter", "cuda", ...
   const std::string& backend() const;
+  /// "cpu", "cuda:0", "cuda-interpret", ...: where run() expects its tensors.
+  const std::string& device() const;
   /// Self-describing name with the chosen blocking.
   const std::string& name() const;
   /// Shapes of a, b and out as run() expects them.
@@ -138,8 +171,10 @@ class Kernel {
   const std::string& cache_source() const;
   /// Nominal FLOPs of one run.
   double flops() const;
-  /// Bytes of scratch (packed filter, partial sums) one run uses.
+  /// Bytes of host scratch (packed filter, partial sums) one run uses.
   std::size_t scratch_bytes() const;
+  /// Bytes of device workspace one run needs (RunContext::workspace); 0 on the CPU.
+  std::size_t workspace_bytes() const;
 
   const detail::KernelImpl* impl() const { return impl_.get(); }
 
@@ -167,34 +202,34 @@ struct ConvAttrs {
 };
 
 /// tf.raw_ops.Conv2DBackpropInput: gradient w.r.t. the input (shape `input_sizes`).
-Tensor conv2d_backprop_input(std::span<const std::int64_t> input_sizes, const TensorView& filter,
-                             const TensorView& out_backprop, std::span<const std::int64_t> strides,
+Tensor conv2d_backprop_input(const std::vector<std::int64_t>& input_sizes, const TensorView& filter,
+                             const TensorView& out_backprop, const std::vector<std::int64_t>& strides,
                              std::string_view padding, const ConvAttrs& attrs = {});
 /// tf.raw_ops.Conv2DBackpropFilter: gradient w.r.t. the filter (shape `filter_sizes`).
-Tensor conv2d_backprop_filter(const TensorView& input, std::span<const std::int64_t> filter_sizes,
-                              const TensorView& out_backprop, std::span<const std::int64_t> strides,
+Tensor conv2d_backprop_filter(const TensorView& input, const std::vector<std::int64_t>& filter_sizes,
+                              const TensorView& out_backprop, const std::vector<std::int64_t>& strides,
                               std::string_view padding, const ConvAttrs& attrs = {});
 /// tf.raw_ops.DepthwiseConv2dNativeBackpropInput.
-Tensor depthwise_conv2d_native_backprop_input(std::span<const std::int64_t> input_sizes,
+Tensor depthwise_conv2d_native_backprop_input(const std::vector<std::int64_t>& input_sizes,
                                               const TensorView& filter,
                                               const TensorView& out_backprop,
-                                              std::span<const std::int64_t> strides,
+                                              const std::vector<std::int64_t>& strides,
                                               std::string_view padding,
                                               const ConvAttrs& attrs = {});
 /// tf.raw_ops.DepthwiseConv2dNativeBackpropFilter.
 Tensor depthwise_conv2d_native_backprop_filter(const TensorView& input,
-                                               std::span<const std::int64_t> filter_sizes,
+                                               const std::vector<std::int64_t>& filter_sizes,
                                                const TensorView& out_backprop,
-                                               std::span<const std::int64_t> strides,
+                                               const std::vector<std::int64_t>& strides,
                                                std::string_view padding,
                                                const ConvAttrs& attrs = {});
 /// tf.raw_ops.Conv2D.
 Tensor conv2d(const TensorView& input, const TensorView& filter,
-              std::span<const std::int64_t> strides, std::string_view padding,
+              const std::vector<std::int64_t>& strides, std::string_view padding,
               const ConvAttrs& attrs = {});
 /// tf.raw_ops.DepthwiseConv2dNative.
 Tensor depthwise_conv2d_native(const TensorView& input, const TensorView& filter,
-                               std::span<const std::int64_t> strides, std::string_view padding,
+                               const std::vector<std::int64_t>& strides, std::string_view padding,
                                const ConvAttrs& attrs = {});
 
 }  // namespace convjit

@@ -54,8 +54,11 @@ struct OpDescriptor {
   /// Accepted for TensorFlow compatibility; a hint for backend choice only.
   bool use_cudnn_on_gpu = true;
 
-  friend bool operator==(const OpDescriptor&, const OpDescriptor&) = default;
 };
+
+/// Field-by-field equality.
+bool operator==(const OpDescriptor& a, const OpDescriptor& b);
+inline bool operator!=(const OpDescriptor& a, const OpDescriptor& b) { return !(a == b); }
 
 /// TensorFlow's op name, e.g. "Conv2DBackpropInput".
 std::string_view op_name(OpKind op);

@@ -81,3 +81,15 @@ bool is_depthwise(OpKind op) {
 }
 
 }  // namespace convjit
+
+namespace convjit {
+
+bool operator==(const OpDescriptor& a, const OpDescriptor& b) {
+  return a.op == b.op && a.dtype == b.dtype && a.data_format == b.data_format &&
+         a.input == b.input && a.filter == b.filter && a.out_backprop == b.out_backprop &&
+         a.sizes_rank == b.sizes_rank && a.strides == b.strides && a.dilations == b.dilations &&
+         a.padding == b.padding && a.explicit_paddings == b.explicit_paddings &&
+         a.use_cudnn_on_gpu == b.use_cudnn_on_gpu;
+}
+
+}  // namespace convjit

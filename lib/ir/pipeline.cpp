@@ -17,8 +17,8 @@
 
 namespace convjit::ir {
 
-const std::vector<NamedPass>& schedule_passes() {
-  static const std::vector<NamedPass> kPasses = {
+const std::vector<NamedPass<Target>>& schedule_passes() {
+  static const std::vector<NamedPass<Target>> kPasses = {
       {"channels_last_backprop_data", &channels_last_backprop_data},
       {"position_vectors", &position_vectors},
       {"copy_channels_first_out_backprop", &copy_channels_first_out_backprop},
@@ -42,14 +42,14 @@ const std::vector<NamedPass>& schedule_passes() {
   return kPasses;
 }
 
+LoopNest schedule(LoopNest nest, const Target& target, const PassObserver& observer) {
+  return run_passes(std::move(nest), schedule_passes(), target, observer);
+}
+
 LoopNest lower_and_schedule(const ConvProblem& problem, const Target& target, const PassObserver& observer) {
   LoopNest nest = lower(problem);
   if (observer) observer("lower", nest);
-  for (const NamedPass& pass : schedule_passes()) {
-    nest = pass.run(std::move(nest), target);
-    if (observer) observer(pass.name, nest);
-  }
-  return nest;
+  return schedule(std::move(nest), target, observer);
 }
 
 }  // namespace convjit::ir

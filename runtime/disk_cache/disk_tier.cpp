@@ -5,9 +5,6 @@
 #include <fmt/format.h>
 
 #include "frontend/hash.hpp"
-#include "ir/pipeline.hpp"
-#include "ir/printer.hpp"
-#include "runtime/backend_registry.hpp"
 #include "runtime/codegen_version.hpp"
 #include "runtime/disk_cache/disk_cache.hpp"
 #include "runtime/disk_cache/jit_observe.hpp"
@@ -22,28 +19,21 @@ void observe(const KernelCache::Entry& kernel, const std::string& key) {
   }
 }
 
-// The scheduled IR for `show`: scheduled again for the backend that actually generated the
-// code (it may have fallen back to the interpreter), so the miss path needs no extra plumbing.
-std::string scheduled_ir(const CompiledKernel& kernel, const codegen::Backend& requested) {
-  std::shared_ptr<const codegen::Backend> fallback;
-  const codegen::Backend* used = &requested;
-  if (kernel.backend != requested.name()) {
-    fallback = interpreter_backend(kernel.num_threads);
-    used = fallback.get();
-  }
-  return ir::print(ir::lower_and_schedule(kernel.problem, used->target()));
-}
-
-// The kernel of a verified entry, from its stored code: no lowering, scheduling or code
-// generation. nullptr when the entry holds no loadable code (the interpreter compiled it, or
-// its backend cannot reload code): the caller compiles instead.
+// The kernel of a verified entry, from its stored artifacts: no planning, lowering,
+// scheduling or code generation. nullptr when the entry holds nothing to load (the
+// interpreter compiled it, or its backend cannot reload code): the caller compiles instead.
 KernelCache::Entry load_stored(const disk_cache::Entry& stored, const ConvProblem& problem,
-                               const codegen::Backend& backend, Status* refused) {
-  const std::vector<std::uint8_t>& code = stored.artifact(disk_cache::kCodeArtifact);
-  const std::vector<std::uint8_t>& info = stored.artifact(disk_cache::kLoadInfoArtifact);
-  if (stored.meta.backend != backend.name() || code.empty() || info.empty()) return nullptr;
-  Expected<std::unique_ptr<codegen::CompiledCode>> loaded = backend.load(
-      code, std::string_view(reinterpret_cast<const char*>(info.data()), info.size()));
+                               const codegen::Backend& backend, int num_threads,
+                               Status* refused) {
+  if (stored.meta.backend != backend.name()) return nullptr;
+  codegen::Artifacts artifacts;
+  for (const auto& [name, bytes] : stored.artifacts) {
+    if (name != disk_cache::kIrArtifact && name != disk_cache::kPlanArtifact) {
+      artifacts[name] = bytes;
+    }
+  }
+  if (artifacts.empty()) return nullptr;
+  Expected<std::unique_ptr<codegen::CompiledCode>> loaded = backend.load(artifacts);
   if (!loaded) {
     *refused = loaded.status();
     return nullptr;
@@ -56,8 +46,10 @@ KernelCache::Entry load_stored(const disk_cache::Entry& stored, const ConvProble
   auto kernel = std::make_shared<CompiledKernel>();
   kernel->problem = problem;
   kernel->backend = std::string(backend.name());
+  kernel->device = backend.device();
+  kernel->memory_space = backend.memory_space();
   kernel->name = loaded.value()->name();
-  kernel->num_threads = backend.target().num_threads;
+  kernel->num_threads = num_threads;
   kernel->code = std::shared_ptr<const codegen::CompiledCode>(std::move(loaded).value());
   return kernel;
 }
@@ -68,11 +60,12 @@ Expected<KernelCache::Entry> compile_through_disk_cache(const std::string& key,
                                                        const OpDescriptor& desc,
                                                        const ConvProblem& problem,
                                                        const codegen::Backend& backend,
-                                                       const KernelCache::CompileFn& build,
+                                                       int num_threads, const BuildFn& build,
                                                        bool* disk_hit) {
   disk_cache::DiskCache* disk =
       problem.is_empty() ? nullptr : disk_cache::DiskCache::process_default();
-  return compile_through_disk_cache(disk, key, desc, problem, backend, build, disk_hit);
+  return compile_through_disk_cache(disk, key, desc, problem, backend, num_threads, build,
+                                    disk_hit);
 }
 
 Expected<KernelCache::Entry> compile_through_disk_cache(disk_cache::DiskCache* disk,
@@ -80,7 +73,7 @@ Expected<KernelCache::Entry> compile_through_disk_cache(disk_cache::DiskCache* d
                                                        const OpDescriptor& desc,
                                                        const ConvProblem& problem,
                                                        const codegen::Backend& backend,
-                                                       const KernelCache::CompileFn& build,
+                                                       int num_threads, const BuildFn& build,
                                                        bool* disk_hit) {
   *disk_hit = false;
   if (problem.is_empty()) disk = nullptr;
@@ -90,13 +83,13 @@ Expected<KernelCache::Entry> compile_through_disk_cache(disk_cache::DiskCache* d
       // Verified entry (key, versions, checksums): map its code. An entry without loadable
       // code is compiled again, as is one the backend refuses (with a warning: that is a bug).
       Status refused;
-      KernelCache::Entry kernel = load_stored(*stored, problem, backend, &refused);
+      KernelCache::Entry kernel = load_stored(*stored, problem, backend, num_threads, &refused);
       if (!refused.is_ok()) {
         disk_cache::warn(fmt::format("disk cache entry {} not loaded ({}); recompiling it",
                                      stored->meta.key_hash.substr(0, 12), refused.message()));
       } else {
         if (!kernel) {
-          Expected<KernelCache::Entry> built = build();
+          Expected<KernelCache::Entry> built = build(nullptr);
           if (!built.has_value()) return built;
           kernel = std::make_shared<CompiledKernel>(*built.value());
         }
@@ -113,27 +106,29 @@ Expected<KernelCache::Entry> compile_through_disk_cache(disk_cache::DiskCache* d
       }
     }
   }
-  Expected<KernelCache::Entry> built = build();
+  const bool store = disk != nullptr && disk->writable();
+  BuildRecord record;
+  Expected<KernelCache::Entry> built = build(store ? &record : nullptr);
   if (!built.has_value()) return built;
   observe(built.value(), key);
   const CompiledKernel& kernel = *built.value();
-  if (disk != nullptr && disk->writable() && kernel.code) {
-    std::string ir_text = scheduled_ir(kernel, backend);
-    std::string codegen_version(runtime::codegen_version());
-    std::string isa = backend.target().name();
+  if (store && kernel.code) {
+    const std::string codegen_version(runtime::codegen_version());
+    const std::string target = backend.target_name();
+    const codegen::Artifacts artifacts =
+        kernel.backend == backend.name() ? kernel.code->artifacts() : codegen::Artifacts{};
     disk_cache::CompiledFacts facts;
     facts.descriptor = &desc;
     facts.problem = &problem;
     facts.key = key;
     facts.codegen_version = codegen_version;
     facts.backend = kernel.backend;
-    facts.isa = isa;
+    facts.isa = target;
     facts.kernel_name = kernel.name;
     facts.compile_ms = kernel.compile_ms;
-    facts.code = kernel.code->code_bytes();
-    const std::string load_info = kernel.code->load_info();
-    facts.load_info = load_info;
-    facts.ir_text = ir_text;
+    facts.artifacts = &artifacts;
+    facts.plan_text = record.plan_text;
+    facts.ir_text = record.ir_text;
     // A failed store has already warned once; the kernel is good either way.
     (void)disk->store(disk_cache::make_entry(facts));
   }

@@ -17,6 +17,8 @@ inline constexpr int kFormatVersion = 1;
 /// Artifact names the runtime stores (file extensions on disk).
 inline constexpr const char* kCodeArtifact = "code";
 inline constexpr const char* kIrArtifact = "ir";
+/// The backend's plan for the kernel (Plan::describe()), one line.
+inline constexpr const char* kPlanArtifact = "plan";
 /// Backend::load()'s second input (CompiledCode::load_info()): with the code, enough to run
 /// the kernel without generating it again.
 inline constexpr const char* kLoadInfoArtifact = "load";

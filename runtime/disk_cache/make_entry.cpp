@@ -29,13 +29,13 @@ Entry make_entry(const CompiledFacts& facts) {
   meta.codegen_version = std::string(facts.codegen_version);
   meta.kernel_name = std::string(facts.kernel_name);
   meta.compile_ms = facts.compile_ms;
-  if (!facts.code.empty()) {
-    entry.artifacts[kCodeArtifact].assign(facts.code.begin(), facts.code.end());
-    if (!facts.load_info.empty()) {
-      entry.artifacts[kLoadInfoArtifact].assign(facts.load_info.begin(), facts.load_info.end());
-    }
+  if (facts.artifacts != nullptr) {
+    for (const auto& [name, bytes] : *facts.artifacts) entry.artifacts[name] = bytes;
   }
   entry.artifacts[kIrArtifact].assign(facts.ir_text.begin(), facts.ir_text.end());
+  if (!facts.plan_text.empty()) {
+    entry.artifacts[kPlanArtifact].assign(facts.plan_text.begin(), facts.plan_text.end());
+  }
   return entry;
 }
 

@@ -2,7 +2,8 @@
 #pragma once
 
 #include <cstdint>
-#include <span>
+#include <map>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -22,8 +23,10 @@ struct CompiledFacts {
   std::string_view isa;              // Target::name()
   std::string_view kernel_name;
   double compile_ms = 0;
-  std::span<const std::uint8_t> code;  // machine code (may be empty for non-native backends)
-  std::string_view load_info;        // CompiledCode::load_info() (empty: not loadable)
+  /// CompiledCode::artifacts(): what Backend::load() rebuilds the code from (empty: the
+  /// backend cannot reload its code, and a hit compiles again).
+  const std::map<std::string, std::vector<std::uint8_t>>* artifacts = nullptr;
+  std::string_view plan_text;        // Plan::describe()
   std::string_view ir_text;          // the scheduled IR, printed
 };
 

@@ -127,7 +127,6 @@ int run(int argc, char** argv) {
   for (const std::string& threads_text : split_list(threads_list)) {
     const int threads = std::max(1, std::atoi(threads_text.c_str()));
     const ir::Target target = target_for(isa, threads, fmas_per_cycle);
-    const std::unique_ptr<codegen::Backend> backend = codegen::make_x86_backend(target);
     for (const std::string& dt : split_list(dtypes_list)) {
       const DType dtype = dt == "bf16"  ? DType::kBFloat16
                           : dt == "f16" ? DType::kHalf
@@ -147,7 +146,7 @@ int run(int argc, char** argv) {
             const Clock::time_point t0 = Clock::now();
             const ir::LoopNest nest = ir::lower_and_schedule(problem.value(), target);
             const Clock::time_point t1 = Clock::now();
-            auto code = backend->compile(nest);
+            auto code = codegen::x86::emit_nest(nest, target);
             const Clock::time_point t2 = Clock::now();
             if (!code.has_value()) {
               std::fprintf(stderr, "%s: %s\n", shape.name.c_str(),

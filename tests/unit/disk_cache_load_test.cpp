@@ -55,7 +55,7 @@ class DiskCacheLoadTest : public ::testing::Test {
     ASSERT_TRUE(p.has_value()) << p.status().to_string();
     problem_ = *p;
     backend_ = codegen::make_x86_backend(target_);
-    key_ = make_cache_key(problem_, backend_->name(), target_);
+    key_ = make_cache_key(problem_, *backend_, codegen::PlanOptions{});
   }
   void TearDown() override {
     cache_.reset();  // its writer thread finishes before the directory goes
@@ -65,9 +65,9 @@ class DiskCacheLoadTest : public ::testing::Test {
 
   // One trip through the disk tier; `builds` counts code generations.
   KernelCache::Entry get(bool* disk_hit) {
-    auto build = [this]() -> Expected<KernelCache::Entry> {
+    auto build = [this](BuildRecord*) -> Expected<KernelCache::Entry> {
       ++builds_;
-      auto code = backend_->compile(ir::lower_and_schedule(problem_, target_));
+      auto code = codegen::x86::emit_nest(ir::lower_and_schedule(problem_, target_), target_);
       if (!code) return code.status();
       auto kernel = std::make_shared<CompiledKernel>();
       kernel->problem = problem_;
@@ -77,7 +77,7 @@ class DiskCacheLoadTest : public ::testing::Test {
       return KernelCache::Entry(std::move(kernel));
     };
     Expected<KernelCache::Entry> got = compile_through_disk_cache(
-        cache_.get(), key_, desc_, problem_, *backend_, build, disk_hit);
+        cache_.get(), key_, desc_, problem_, *backend_, 1, build, disk_hit);
     EXPECT_TRUE(got.has_value()) << got.status().to_string();
     return got ? *got : nullptr;
   }
@@ -90,7 +90,7 @@ class DiskCacheLoadTest : public ::testing::Test {
     TestTensor x(p.dtype, shape(TensorRole::kX));
     TestTensor ref = x;
     x.fill(std::numeric_limits<double>::quiet_NaN());
-    EXPECT_TRUE(kernel.code->run({x.data(), w.data(), y.data()}, serial_for).is_ok());
+    EXPECT_TRUE(kernel.code->run({x.data(), w.data(), y.data()}, codegen::RunContext{}).is_ok());
     run_reference(p, {ref.data(), w.data(), y.data()});
     EXPECT_TRUE(convjit::testing::all_close(
         x.view(), ref.view(),

@@ -91,7 +91,9 @@ std::vector<FieldCase> field_cases() {
 std::string key_of(const OpDescriptor& desc, std::string_view backend = "", int threads = 1,
                    ir::Isa isa = ir::Isa::kAvx2) {
   std::string key;
-  make_descriptor_key(desc, backend, threads, isa, &key);
+  CompileOptions options;
+  options.backend = std::string(backend);
+  make_descriptor_key(desc, options, threads, isa, &key);
   return key;
 }
 

@@ -79,7 +79,7 @@ ir::Target target_for(ir::Isa isa) {
 
 Compiled compile_for_target(const ConvProblem& p, const ir::Target& target) {
   const ir::LoopNest nest = ir::lower_and_schedule(p, target);
-  auto code = make_x86_backend(target)->compile(nest);
+  auto code = x86::emit_nest(nest, target);
   EXPECT_TRUE(code.has_value()) << code.status().to_string();
   Compiled c;
   if (!code) return c;

@@ -134,13 +134,13 @@ Operands make_operands(const ir::LoopNest& nest) {
                                                    bool threaded = false) {
   std::unique_ptr<Backend> backend = make_x86_backend(target);
   std::string why;
-  if (!backend->supports(nest, &why)) return ::testing::AssertionFailure() << "refused: " << why;
-  auto code = backend->compile(nest);
+  if (!x86::can_emit(nest, target, &why)) return ::testing::AssertionFailure() << "refused: " << why;
+  auto code = x86::emit_nest(nest, target);
   if (!code) return ::testing::AssertionFailure() << code.status().to_string();
   if (!runs_here(target)) return ::testing::AssertionSuccess();
   Operands jit = make_operands(nest);
   Operands ref = jit;
-  const Status st = (*code)->run(jit.pointers(), threaded ? thread_for() : ParallelFor(serial_for));
+  const Status st = (*code)->run(jit.pointers(), RunContext{threaded ? thread_for() : ParallelFor(serial_for)});
   if (!st) return ::testing::AssertionFailure() << st.to_string();
   const Status ist = ir::interpret(nest, ref.pointers(), serial_for);
   if (!ist) return ::testing::AssertionFailure() << ist.to_string();
@@ -205,11 +205,11 @@ TEST(X86Emitter, FilterLikeTileMatchesPlainLoop) {
   const std::int64_t c = 3, o = 20, width = 11;
   const ir::LoopNest nest = filter_like_nest(DType::kFloat32, c, o, o, width, false);
   for (const ir::Target& target : targets()) {
-    auto code = make_x86_backend(target)->compile(nest);
+    auto code = x86::emit_nest(nest, target);
     ASSERT_TRUE(code.has_value()) << code.status().to_string();
     if (!runs_here(target)) continue;
     Operands ops = make_operands(nest);
-    ASSERT_TRUE((*code)->run(ops.pointers(), serial_for).is_ok());
+    ASSERT_TRUE((*code)->run(ops.pointers(), RunContext{}).is_ok());
     const auto* xs = static_cast<const float*>(ops.tensors[0].data());
     const auto* ys = static_cast<const float*>(ops.tensors[2].data());
     const auto* ws = static_cast<const float*>(ops.tensors[1].data());
@@ -538,7 +538,7 @@ TEST(X86Emitter, NarrowingRoundsToNearestEvenAndKeepsNaN) {
       st.has_src = true;
       st.src = NestBuilder::access(x, {v(i)});
       nb.nest().body.push_back(loop(i, 0, count, {ir::Stmt{st}}));
-      auto code = make_x86_backend(target)->compile(nb.nest());
+      auto code = x86::emit_nest(nb.nest(), target);
       ASSERT_TRUE(code.has_value()) << code.status().to_string();
       if (!runs_here(target)) continue;
       std::vector<float> in(count);
@@ -552,7 +552,7 @@ TEST(X86Emitter, NarrowingRoundsToNearestEvenAndKeepsNaN) {
       in[8] = 0x1.03p0f;
       std::vector<std::uint16_t> out(count, 0);
       float dummy = 0;
-      ASSERT_TRUE((*code)->run({in.data(), &dummy, out.data()}, serial_for).is_ok());
+      ASSERT_TRUE((*code)->run({in.data(), &dummy, out.data()}, RunContext{}).is_ok());
       for (std::int64_t j = 0; j < count; ++j) {
         const float f = in[static_cast<std::size_t>(j)];
         const std::uint16_t want = dt == DType::kBFloat16 ? float_to_bfloat16(f) : float_to_half(f);

@@ -108,8 +108,8 @@ ParallelFor thread_for() {
   const ir::LoopNest nest = ir::lower_and_schedule(p, target);
   std::unique_ptr<Backend> backend = make_x86_backend(target);
   std::string why;
-  if (!backend->supports(nest, &why)) return ::testing::AssertionFailure() << "refused: " << why;
-  Expected<std::unique_ptr<CompiledCode>> code = backend->compile(nest);
+  if (!x86::can_emit(nest, target, &why)) return ::testing::AssertionFailure() << "refused: " << why;
+  Expected<std::unique_ptr<CompiledCode>> code = x86::emit_nest(nest, target);
   if (!code) return ::testing::AssertionFailure() << code.status().to_string();
   if (name != nullptr) *name = (*code)->name();
   if (ir::Target::host(target.isa, 1).isa != target.isa) return ::testing::AssertionSuccess();
@@ -134,7 +134,7 @@ ParallelFor thread_for() {
   };
   const ParallelFor pf = threaded ? thread_for() : ParallelFor(serial_for);
   if (out_offset < 0) {
-    const Status st = (*code)->run(ops(&jit_out), pf);
+    const Status st = (*code)->run(ops(&jit_out), RunContext{pf});
     if (!st) return ::testing::AssertionFailure() << st.to_string();
   } else {
     const auto bytes = static_cast<std::size_t>(jit_out.elements() * dtype_size(p.dtype));
@@ -144,7 +144,7 @@ ParallelFor thread_for() {
     std::memcpy(at, jit_out.data(), bytes);
     OperandPointers o = ops(&jit_out);
     (out_role == TensorRole::kX ? o.x : out_role == TensorRole::kW ? o.w : o.y) = at;
-    const Status st = (*code)->run(o, pf);
+    const Status st = (*code)->run(o, RunContext{pf});
     if (!st) return ::testing::AssertionFailure() << st.to_string();
     std::memcpy(jit_out.data(), at, bytes);
   }

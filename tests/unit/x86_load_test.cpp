@@ -73,6 +73,13 @@ std::vector<Case> cases() {
 
 bool host_has_avx2() { return ir::Target::host(ir::Isa::kAvx2, 1).isa == ir::Isa::kAvx2; }
 
+// The layout text x86 code stores beside its bytes.
+std::string load_info_of(const CompiledCode& code) {
+  const Artifacts artifacts = code.artifacts();
+  const auto info = artifacts.find(kLoadArtifactName);
+  return info == artifacts.end() ? std::string() : std::string(info->second.begin(), info->second.end());
+}
+
 ParallelFor thread_for() {
   return [](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
     const std::int64_t chunks = std::min<std::int64_t>(n, 3);
@@ -99,7 +106,7 @@ TestTensor run_on(const CompiledCode& code, const ConvProblem& p, bool threaded)
   TestTensor* out = out_role == TensorRole::kX ? &x : out_role == TensorRole::kW ? &w : &y;
   out->fill(std::numeric_limits<double>::quiet_NaN());
   const Status st =
-      code.run({x.data(), w.data(), y.data()}, threaded ? thread_for() : ParallelFor(serial_for));
+      code.run({x.data(), w.data(), y.data()}, RunContext{threaded ? thread_for() : ParallelFor(serial_for)});
   EXPECT_TRUE(st.is_ok()) << st.to_string();
   // The reference on the same inputs, for the caller's tolerance check.
   TestTensor result = *out;
@@ -133,20 +140,19 @@ TEST(X86Load, LoadedCodeComputesWhatGeneratedCodeDoes) {
     SCOPED_TRACE(c.label);
     const ConvProblem p = problem_of(c);
     const ir::Target target = ir::Target::host(ir::Isa::kAvx512, c.threads);
-    std::unique_ptr<Backend> backend = make_x86_backend(target);
-    auto generated = backend->compile(ir::lower_and_schedule(p, target));
+    auto generated = x86::emit_nest(ir::lower_and_schedule(p, target), target);
     ASSERT_TRUE(generated.has_value()) << generated.status().to_string();
-    const std::string info = (*generated)->load_info();
+    const std::string info = load_info_of(**generated);
     ASSERT_FALSE(info.empty());
     // The stored bytes as a disk cache would hand them over: a plain copy.
     const std::span<const std::uint8_t> original = (*generated)->code_bytes();
     const std::vector<std::uint8_t> stored(original.begin(), original.end());
-    auto loaded = backend->load(stored, info);
+    auto loaded = x86::load_code(stored, info, target);
     ASSERT_TRUE(loaded.has_value()) << loaded.status().to_string();
 
     EXPECT_EQ((*loaded)->name(), (*generated)->name());
     EXPECT_EQ((*loaded)->scratch_bytes(), (*generated)->scratch_bytes());
-    EXPECT_EQ((*loaded)->load_info(), info);
+    EXPECT_EQ(load_info_of(**loaded), info);
     ASSERT_EQ((*loaded)->code_bytes().size(), stored.size());
     EXPECT_EQ(std::memcmp((*loaded)->code_bytes().data(), stored.data(), stored.size()), 0);
     EXPECT_NE((*loaded)->code_bytes().data(), original.data());
@@ -169,12 +175,12 @@ struct Stored {
   std::string info;
 };
 
-Stored stored_kernel(const Backend& backend) {
+Stored stored_kernel(const ir::Target& target) {
   const ConvProblem p = problem_of(cases()[1]);
-  auto code = backend.compile(ir::lower_and_schedule(p, backend.target()));
+  auto code = x86::emit_nest(ir::lower_and_schedule(p, target), target);
   EXPECT_TRUE(code.has_value());
   if (!code) return {};
-  return {{(*code)->code_bytes().begin(), (*code)->code_bytes().end()}, (*code)->load_info()};
+  return {{(*code)->code_bytes().begin(), (*code)->code_bytes().end()}, load_info_of(**code)};
 }
 
 std::string replace_line(const std::string& text, const std::string& prefix, const std::string& by) {
@@ -187,13 +193,12 @@ std::string replace_line(const std::string& text, const std::string& prefix, con
 TEST(X86Load, RefusesLoadInfoThatDoesNotFit) {
   const ir::Target avx2 = ir::Target::host(ir::Isa::kAvx2, 3);
   if (avx2.isa != ir::Isa::kAvx2) GTEST_SKIP() << "needs AVX2";
-  std::unique_ptr<Backend> backend = make_x86_backend(avx2);
-  const Stored s = stored_kernel(*backend);
+  const Stored s = stored_kernel(avx2);
   ASSERT_FALSE(s.code.empty());
-  ASSERT_TRUE(backend->load(s.code, s.info).has_value());
+  ASSERT_TRUE(x86::load_code(s.code, s.info, avx2).has_value());
 
   auto refused = [&](std::span<const std::uint8_t> code, const std::string& info) {
-    auto r = backend->load(code, info);
+    auto r = x86::load_code(code, info, avx2);
     return r.has_value() ? std::string() : r.status().message();
   };
   // Code generated for another target.

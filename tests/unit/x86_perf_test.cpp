@@ -35,7 +35,7 @@ void time_problem(ConvDirection dir, ir::Isa isa) {
   const ir::Target target = ir::Target::host(isa, 1);
   const auto t0 = std::chrono::steady_clock::now();
   const ir::LoopNest nest = ir::lower_and_schedule(p, target);
-  auto code = make_x86_backend(target)->compile(nest);
+  auto code = x86::emit_nest(nest, target);
   const double compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_TRUE(code.has_value()) << code.status().to_string();
@@ -45,12 +45,12 @@ void time_problem(ConvDirection dir, ir::Isa isa) {
   TestTensor y = convjit::testing::random_tensor(p.dtype, to_vec(p.shape(TensorRole::kY)), 3);
   const OperandPointers ops{x.data(), w.data(), y.data()};
   TestTensor& out = dir == ConvDirection::kBackpropData ? x : w;
-  ASSERT_TRUE((*code)->run(ops, serial_for).is_ok());
+  ASSERT_TRUE((*code)->run(ops, RunContext{}).is_ok());
   const TestTensor first = out;
   double best = 1e30;
   for (int i = 0; i < 3; ++i) {
     const auto s = std::chrono::steady_clock::now();
-    ASSERT_TRUE((*code)->run(ops, serial_for).is_ok());
+    ASSERT_TRUE((*code)->run(ops, RunContext{}).is_ok());
     best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - s).count());
   }
   EXPECT_EQ(std::memcmp(first.data(), out.data(), static_cast<std::size_t>(out.elements()) * 4), 0);
