@@ -128,7 +128,8 @@ class X86Code final : public CompiledCode {
     }
     const std::uint8_t* code = code_->bytes().data();
     for (const x86::FunctionEntry& e : layout_.functions) {
-      const auto fn = reinterpret_cast<GeneratedFn>(code + e.offset);  // NOLINT
+      // Data to function pointer: the bytes are the generated function's code.
+      const auto fn = reinterpret_cast<GeneratedFn>(const_cast<std::uint8_t*>(code + e.offset));  // NOLINT
       void* const* args = table.data();
       if (e.parallel) {
         if (e.trip <= 0) continue;

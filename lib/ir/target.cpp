@@ -54,6 +54,22 @@ int fma_datapath_bytes(int widest_vector_bytes) {
 }
 #endif
 
+#if defined(__x86_64__) || defined(__i386__)
+/// Features read from CPUID directly: not every compiler's __builtin_cpu_supports knows them
+/// (clang 14 knows neither). F16C: leaf 1, ECX bit 29; AVX512_BF16: leaf 7 sub-leaf 1, EAX bit 5.
+bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (ecx >> 29) & 1U;
+}
+
+bool cpu_has_avx512_bf16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  return (eax >> 5) & 1U;
+}
+#endif
+
 /// `name`'s size from the C library (CPUID underneath), or `fallback` when it reports none or
 /// something outside [lo, hi] (a virtual machine may hide or garble the cache leaves).
 std::int64_t cache_bytes(int name, std::int64_t fallback, std::int64_t lo, std::int64_t hi) {
@@ -83,7 +99,7 @@ Target Target::host(Isa max_isa, int num_threads) {
     t.isa = Isa::kAvx512;
     t.vector_bytes = 64;
     t.vector_registers = 32;
-    t.has_avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+    t.has_avx512_bf16 = cpu_has_avx512_bf16();
   } else if (avx2 && max_isa >= Isa::kAvx2) {
     t.isa = Isa::kAvx2;
     t.vector_bytes = 32;
@@ -91,7 +107,7 @@ Target Target::host(Isa max_isa, int num_threads) {
   }
   if (t.isa != Isa::kGeneric) {
     t.has_fma = __builtin_cpu_supports("fma");
-    t.has_f16c = __builtin_cpu_supports("f16c");
+    t.has_f16c = cpu_has_f16c();
     const int datapath = fma_datapath_bytes(t.vector_bytes);
     t.fmas_per_cycle = datapath >= t.vector_bytes ? 2 : 1;
     // The last-level cache keeps its default: what a VM reports for it (the whole package's

@@ -205,7 +205,10 @@ TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
       run_reference(p, ref.ptrs());
       const TestTensor& want = output_of(ref, p);
       const auto tol = convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p));
-      for (const auto& [target, threaded] : targets) {
+      for (const auto& target_and_threading : targets) {
+        // Plain names, not a structured binding: the observer lambda captures them.
+        const Target& target = target_and_threading.first;
+        const bool threaded = target_and_threading.second;
         SCOPED_TRACE(target.name() + (threaded ? " threaded" : ""));
         lower_and_schedule(p, target, [&](std::string_view pass, const LoopNest& nest) {
           SCOPED_TRACE(std::string(pass));

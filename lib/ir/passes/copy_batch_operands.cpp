@@ -442,7 +442,12 @@ class BatchOperandCopies {
   }
 
   void pair_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
-    const auto [len, n, image] = image_reduction(body);
+    // Plain variables, not a structured binding: lambdas below capture them (C++20 allows
+    // capturing bindings; clang 14 does not).
+    const ImageReduction reduction = image_reduction(body);
+    const std::int64_t len = reduction.len;
+    const VarId n = reduction.n;
+    const Affine& image = reduction.image;
     const Window xw = window(body, x_, {slot_loop}), yw = window(body, y_, {slot_loop});
     reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2, xw.extent, yw.extent);
     const Affine slot = slot_of(slot_loop);
@@ -532,7 +537,12 @@ class BatchOperandCopies {
 
   /// Unblocked tiles: every image's operands are widened into the slot before them.
   void widen_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
-    const auto [len, n, image] = image_reduction(body);
+    // Plain variables, not a structured binding: lambdas below capture them (C++20 allows
+    // capturing bindings; clang 14 does not).
+    const ImageReduction reduction = image_reduction(body);
+    const std::int64_t len = reduction.len;
+    const VarId n = reduction.n;
+    const Affine& image = reduction.image;
     const Affine slot = slot_of(slot_loop);
     Loop images;
     images.var = nest_.new_var("nw");

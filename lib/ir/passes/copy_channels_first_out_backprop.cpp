@@ -162,7 +162,9 @@ LoopNest copy_channels_first_out_backprop(LoopNest nest, const Target& target) {
   const int y = nest.buffer_of_kind(BufferKind::kY);
   const auto loops = batch_and_group(nest);
   if (y < 0 || !loops || !guarded_reads(nest.body, y)) return nest;
-  auto [batch, group] = *loops;
+  // Plain variables, not a structured binding: the lambdas below capture them.
+  Loop* batch = loops->first;
+  Loop* group = loops->second;
   const Affine n = Affine::var(batch->var);
   const std::int64_t m = p.oc_per_group();                // the depth multiplier M
   const Affine first_plane = Affine::var(group->var, m);  // M*g
