@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "ir/interpreter.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
 
 namespace convjit::codegen {
 namespace {
@@ -33,35 +33,24 @@ class InterpretedCode final : public CompiledCode {
   std::size_t scratch_bytes_;
 };
 
-class InterpreterPlan final : public Plan {
- public:
-  explicit InterpreterPlan(ir::Target target) : target(std::move(target)) {}
-  std::string describe() const override {
-    return fmt::format("target={} threads={}", target.name(), target.num_threads);
-  }
-  ir::Target target;
-};
-
 class InterpreterBackend final : public Backend {
  public:
-  explicit InterpreterBackend(const ir::Target& target) : target_(target) {}
+  explicit InterpreterBackend(const cpu::CpuInfo& cpu) : cpu_(cpu) {}
 
   std::string_view name() const override { return kInterpreterBackendName; }
   const std::string& device() const override { return device_; }
   MemorySpace memory_space() const override { return MemorySpace::kHost; }
-  std::string target_name() const override { return target_.name(); }
+  std::string target_name() const override { return cpu_.name(); }
 
   // The interpreter executes every construct of the IR.
-  Expected<std::unique_ptr<const Plan>> plan(const ConvProblem&,
+  Expected<std::unique_ptr<const Plan>> plan(const ConvProblem& problem,
                                             const PlanOptions& options) const override {
-    ir::Target target = target_;
-    target.num_threads = std::max(1, options.num_threads);
-    return std::unique_ptr<const Plan>(std::make_unique<InterpreterPlan>(target));
+    return std::unique_ptr<const Plan>(
+        std::make_unique<cpu::CpuPlan>(cpu::plan_cpu(problem, cpu_, options.num_threads)));
   }
   ir::LoopNest schedule(ir::LoopNest nest, const Plan& plan,
                         const ir::PassObserver& observer) const override {
-    return ir::schedule(std::move(nest), static_cast<const InterpreterPlan&>(plan).target,
-                        observer);
+    return cpu::schedule(std::move(nest), static_cast<const cpu::CpuPlan&>(plan), observer);
   }
   Expected<std::unique_ptr<CompiledCode>> emit(const ir::LoopNest& nest,
                                               const Plan&) const override {
@@ -69,14 +58,14 @@ class InterpreterBackend final : public Backend {
   }
 
  private:
-  ir::Target target_;
+  cpu::CpuInfo cpu_;
   std::string device_ = "cpu";
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_interpreter_backend(const ir::Target& target) {
-  return std::make_unique<InterpreterBackend>(target);
+std::unique_ptr<Backend> make_interpreter_backend(const cpu::CpuInfo& cpu) {
+  return std::make_unique<InterpreterBackend>(cpu);
 }
 
 }  // namespace convjit::codegen

@@ -6,14 +6,14 @@
 #include <memory>
 
 #include "codegen/backend.hpp"
-#include "ir/target.hpp"
+#include "codegen/cpu/cpu_info.hpp"
 
 namespace convjit::codegen {
 
 /// The backend's registry name.
 inline constexpr std::string_view kInterpreterBackendName = "interpreter";
 
-/// A Backend named "interpreter" aiming its schedule at `target` (normally ir::Target::generic).
-std::unique_ptr<Backend> make_interpreter_backend(const ir::Target& target);
+/// A Backend named "interpreter" scheduling for `cpu` (normally cpu::CpuInfo::generic()).
+std::unique_ptr<Backend> make_interpreter_backend(const cpu::CpuInfo& cpu);
 
 }  // namespace convjit::codegen

@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "codegen/x86/emitter.hpp"
-#include "ir/passes/pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 
 namespace convjit::codegen::x86 {
 

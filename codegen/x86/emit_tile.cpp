@@ -374,7 +374,7 @@ void Emitter::emit_tile_stores(const ir::Tile& t, const AccessInfo& c, bool whol
   // cover whole lines); the caller's pointer decides at run time, since a non-temporal store
   // to a misaligned address faults.
   Label plain, done;
-  test(r8.cvt8(), ir::Target::kCacheLineBytes - 1);
+  test(r8.cvt8(), cpu::CpuInfo::kCacheLineBytes - 1);
   jnz(plain, T_NEAR);
   store_all(true);
   jmp(done, T_NEAR);
