@@ -168,7 +168,9 @@ LoopNest block_channels(LoopNest nest, const CpuPlan& plan) {
   }
   int wp = -1;
   for (std::size_t b = 0; b < nest.buffers.size(); ++b) {
-    if (nest.buffers[b].name == "wp" && nest.buffers[b].dims.size() == 4) wp = static_cast<int>(b);
+    if (nest.buffers[b].role == BufferRole::kPackedFilter && nest.buffers[b].dims.size() == 4) {
+      wp = static_cast<int>(b);
+    }
   }
   // The tiles live under one top-level loop (the batch); the packing copy is another top-level
   // statement (operand copies and an output copy may stand around them).

@@ -188,13 +188,13 @@ class BlockReduction {
     const std::int64_t lo = std::min(chunks, ceil_div(max_begin_, rows_));
     const std::int64_t hi = std::max(lo, std::min(min_end_, p.oh) / rows_);
     Loop batch;
-    batch.var = nest_.new_var("nb");
+    batch.var = nest_.new_var("nb", VarRole::kBatch);
     batch.end = p.n;
     batch.label = "batch";
     for (std::int64_t c = 0; c < lo; ++c) batch.body.push_back(constant_chunk(c));
     if (hi > lo) {
       Loop mid;
-      mid.var = nest_.new_var("ob");
+      mid.var = nest_.new_var("ob", VarRole::kRowChunk);
       mid.begin = lo;
       mid.end = hi;
       mid.label = "row chunks";
@@ -234,7 +234,7 @@ class BlockReduction {
   // A copy of the tile nest restricted to the output rows of chunk `c`.
   Stmt constant_chunk(std::int64_t c) {
     Loop part;
-    part.var = nest_.new_var("ob");
+    part.var = nest_.new_var("ob", VarRole::kRowChunk);
     part.begin = c;
     part.end = c + 1;
     part.label = "row chunk";
@@ -273,11 +273,11 @@ bool split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_c
   const std::int64_t whole = per_min / rows;  // chunks of `rows` every tile has per thread
 
   Loop split;
-  split.var = nest.new_var("rt");
+  split.var = nest.new_var("rt", VarRole::kThreads);
   split.end = threads;
   split.label = "row threads";
   Loop batch;
-  batch.var = nest.new_var("nb");
+  batch.var = nest.new_var("nb", VarRole::kBatch);
   batch.end = p.n;
   batch.label = "batch";
   // Tile `t` of a thread's part: rows begin + rt*P + offset + [from, from + count).
@@ -300,14 +300,14 @@ bool split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_c
     });
     return part;
   };
-  const VarId ob = nest.new_var("ob");
+  const VarId ob = nest.new_var("ob", VarRole::kRowChunk);
   if (whole > 0) batch.body.push_back(Stmt{thread_part(ob, rows, 0, true, "row chunks", 0, whole)});
   // The rest of each thread's rows: the chunk's worth past the whole chunks (ob is 0 there).
-  batch.body.push_back(Stmt{thread_part(nest.new_var("ob"), 0, whole * rows, false, "row chunk", 0, 1)});
+  batch.body.push_back(Stmt{thread_part(nest.new_var("ob", VarRole::kRowChunk), 0, whole * rows, false, "row chunk", 0, 1)});
   split.body.push_back(Stmt{std::move(batch)});
 
   Loop rest;
-  rest.var = nest.new_var("nb");
+  rest.var = nest.new_var("nb", VarRole::kBatch);
   rest.end = p.n;
   rest.label = "row rest";
   rest.body = nest.body;

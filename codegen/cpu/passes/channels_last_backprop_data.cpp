@@ -13,6 +13,8 @@
 // turned into those scratches; the passes after this one see an NHWC problem. The scratches
 // are as large as the activations, which is what the NCHW layout costs here (TensorFlow's own
 // CPU kernels convert NCHW to NHWC the same way).
+#include <tuple>
+
 #include "ir/lower.hpp"
 #include "codegen/cpu/passes/cpu_pass_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
@@ -41,10 +43,12 @@ LoopNest channels_last_backprop_data(LoopNest nest, const CpuPlan& plan) {
   LoopNest out = lower(channels_last);
   const int xc = out.buffer_of_kind(BufferKind::kX);
   const int yc = out.buffer_of_kind(BufferKind::kY);
-  for (const auto& [b, name] : {std::pair{xc, "dxc"}, std::pair{yc, "dyc"}}) {
+  for (const auto& [b, name, role] : {std::tuple{xc, "dxc", BufferRole::kOutputCopy},
+                                       std::tuple{yc, "dyc", BufferRole::kOutBackpropCopy}}) {
     Buffer& buf = out.buffers[static_cast<std::size_t>(b)];
     buf.name = name;
     buf.kind = BufferKind::kScratch;
+    buf.role = role;
   }
   // The caller's NCHW tensors, as the NCHW lowering described them.
   const int x = out.add_buffer(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]);

@@ -27,6 +27,7 @@ LoopNest channels_last_out_backprop(LoopNest nest, const CpuPlan& plan) {
   Buffer t = nest.buffers[static_cast<std::size_t>(y)];
   t.name = "dyc";
   t.kind = BufferKind::kScratch;
+  t.role = BufferRole::kOutBackpropCopy;
   // In the accumulator type: the copy widens 16-bit dy once, where the tiles would widen each
   // dy vector at every point of the reduction.
   t.dtype = accumulator_dtype(p.dtype);

@@ -79,7 +79,7 @@ class BatchOperandCopies {
       if (l == nullptr) continue;
       std::optional<Affine> image;
       // block_reduction's batch loops: per chunk of rows, and over a row split's leftover rows.
-      const bool batch_loop = l->label == "batch" || l->label == "row rest";
+      const bool batch_loop = nest_.role_of(l->var) == VarRole::kBatch;
       if (batch_loop && l->kind == LoopKind::kSerial && batch_pairable(*l, &image)) {
         if (!pairs_) {
           widen_batch(*l, *image, slot);
@@ -313,6 +313,7 @@ class BatchOperandCopies {
       Buffer b;
       b.name = name;
       b.kind = BufferKind::kScratch;
+      b.role = id == &xq_ || id == &xw_ ? BufferRole::kInputCopy : BufferRole::kOutBackpropCopy;
       b.dtype = dtype;
       b.dims = {0, 0, 0};
       if (members > 1) b.dims.push_back(members);

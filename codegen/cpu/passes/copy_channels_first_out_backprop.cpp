@@ -115,6 +115,7 @@ void apply(LoopNest& nest, Tile& t, int s, const RepeatedTaps& r) {
   Buffer packed;
   packed.name = "wl";
   packed.kind = BufferKind::kScratch;
+  packed.role = BufferRole::kFilterCopy;
   packed.dtype = accumulator_dtype(p.dtype);
   packed.dims = {p.kh, pairs, p.oc, width};
   packed.strides = {pairs * p.oc * width, p.oc * width, width, 1};
@@ -195,6 +196,7 @@ LoopNest copy_channels_first_out_backprop(LoopNest nest, const CpuPlan& plan) {
   Buffer copy = nest.buffers[static_cast<std::size_t>(y)];
   copy.name = "dyp";
   copy.kind = BufferKind::kScratch;
+  copy.role = BufferRole::kOutBackpropCopy;
   const std::int64_t oh = copy.dims[kH], ow = copy.dims[kW];
   const std::int64_t width = repeat ? 2 * ow : ow;  // each column twice when repeated
   copy.dims[kW] = width;

@@ -83,6 +83,7 @@ int add_partial_buffer(LoopNest& nest, std::int64_t chunks) {
   Buffer partial;
   partial.name = "partial";
   partial.kind = BufferKind::kScratch;
+  partial.role = BufferRole::kPartialSums;
   partial.dtype = accumulator_dtype(p.dtype);
   partial.dims = {chunks, p.kh, p.kw, p.filter_in, p.oc};
   const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;

@@ -66,6 +66,7 @@ LoopNest deinterleave_multiplier(LoopNest nest, const CpuPlan&) {
   Buffer wd;
   wd.name = "wd";
   wd.kind = BufferKind::kScratch;
+  wd.role = BufferRole::kFilterCopy;
   wd.dtype = accumulator_dtype(p.dtype);
   wd.dims = {p.kh, p.kw, mult, c};
   wd.strides = {p.kw * mult * c, mult * c, c, 1};
@@ -73,6 +74,7 @@ LoopNest deinterleave_multiplier(LoopNest nest, const CpuPlan&) {
   Buffer yd;
   yd.name = "dyd";
   yd.kind = BufferKind::kScratch;
+  yd.role = BufferRole::kOutBackpropCopy;
   yd.dtype = accumulator_dtype(p.dtype);
   yd.dims = {p.n, p.oh, p.ow, mult, c};
   yd.strides = {p.oh * p.ow * mult * c, p.ow * mult * c, mult * c, c, 1};

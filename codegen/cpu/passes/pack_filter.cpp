@@ -25,6 +25,7 @@ LoopNest pack_filter(LoopNest nest, const CpuPlan& plan) {
   Buffer packed;
   packed.name = "wp";
   packed.kind = BufferKind::kScratch;
+  packed.role = BufferRole::kPackedFilter;
   packed.dtype = widens_to_f32(p.dtype, cpu) ? DType::kFloat32 : p.dtype;
   packed.dims = {p.kh, p.kw, p.oc, p.filter_in};
   packed.strides = {p.kw * p.oc * p.filter_in, p.oc * p.filter_in, p.filter_in, 1};

@@ -126,7 +126,7 @@ LoopNest pair_reduction(LoopNest nest, const CpuPlan& plan) {
   }
   int wp = -1;
   for (std::size_t b = 0; b < nest.buffers.size(); ++b) {
-    if (nest.buffers[b].name == "wp") wp = static_cast<int>(b);
+    if (nest.buffers[b].role == BufferRole::kPackedFilter) wp = static_cast<int>(b);
   }
   if (wp < 0) return nest;
   Buffer& packed = nest.buffers[static_cast<std::size_t>(wp)];

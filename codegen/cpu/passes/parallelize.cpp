@@ -84,7 +84,7 @@ void split_reduction(LoopNest& nest, int dim, std::int64_t chunks) {
   const int pb = add_partial_buffer(nest, chunks);
 
   Loop chunk_loop;
-  chunk_loop.var = nest.new_var("chunk");
+  chunk_loop.var = nest.new_var("chunk", VarRole::kThreads);
   chunk_loop.end = chunks;
   chunk_loop.kind = LoopKind::kParallel;
   const Affine ch = Affine::var(chunk_loop.var);
@@ -127,10 +127,12 @@ bool split_batch(LoopNest& nest, std::int64_t chunks) {
   if (nest.body.size() != 2 || p.n % chunks != 0) return false;
   auto* zero = std::get_if<Loop>(&nest.body[0].node);
   auto* batch = std::get_if<Loop>(&nest.body[1].node);
-  if (zero == nullptr || batch == nullptr || batch->label != "batch") return false;
+  if (zero == nullptr || batch == nullptr || nest.role_of(batch->var) != VarRole::kBatch) {
+    return false;
+  }
   const int pb = add_partial_buffer(nest, chunks);
   Loop chunk_loop;
-  chunk_loop.var = nest.new_var("chunk");
+  chunk_loop.var = nest.new_var("chunk", VarRole::kThreads);
   chunk_loop.end = chunks;
   chunk_loop.kind = LoopKind::kParallel;
   const Affine ch = Affine::var(chunk_loop.var);
@@ -164,7 +166,7 @@ bool split_batch(LoopNest& nest, std::int64_t chunks) {
 bool parallel_row_threads(LoopNest& nest) {
   if (nest.body.empty()) return false;
   auto* split = std::get_if<Loop>(&nest.body[0].node);
-  if (split == nullptr || split->label != "row threads") return false;
+  if (split == nullptr || nest.role_of(split->var) != VarRole::kThreads) return false;
   split->kind = LoopKind::kParallel;
   return true;
 }

@@ -13,7 +13,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <string_view>
 
 #include "codegen/cpu/passes/cpu_pass_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
@@ -67,13 +66,13 @@ LoopNest position_vectors(LoopNest nest, const CpuPlan& plan) {
   const bool nchw = p.format == DataFormat::kNCHW;
   if (!nchw && (p.groups != 1 || !positions_win(p, cpu))) return nest;
   std::vector<Loop*> chain = loop_chain(nest.body);
-  auto find = [&](std::string_view name) {
-    return std::find_if(chain.begin(), chain.end(), [&](const Loop* l) {
-      return nest.var_names[static_cast<std::size_t>(l->var)] == name;
-    });
+  auto find = [&](VarRole role) {
+    return std::find_if(chain.begin(), chain.end(),
+                        [&](const Loop* l) { return nest.role_of(l->var) == role; });
   };
   // The channel loop exists only when there are several input channels per group.
-  const auto ci = find("i"), hi = find("ih"), wi = find("iw");
+  const auto ci = find(VarRole::kInChannel), hi = find(VarRole::kInRow),
+             wi = find(VarRole::kInCol);
   if (ci == chain.end() || hi == chain.end() || wi == chain.end()) return nest;
   if (std::distance(chain.begin(), hi) > std::distance(chain.begin(), wi)) return nest;
 
@@ -111,6 +110,7 @@ LoopNest position_vectors(LoopNest nest, const CpuPlan& plan) {
     Buffer t = nest.buffers[static_cast<std::size_t>(w)];
     t.name = "wt";
     t.kind = BufferKind::kScratch;
+    t.role = BufferRole::kFilterCopy;
     const std::int64_t kin = p.filter_in, kout = p.oc;
     t.strides = {p.kw, 1, kout * p.kh * p.kw, p.kh * p.kw};
     const int wt = nest.add_buffer(std::move(t));
@@ -134,6 +134,7 @@ LoopNest position_vectors(LoopNest nest, const CpuPlan& plan) {
     Buffer t = nest.buffers[static_cast<std::size_t>(y)];
     t.name = "dyt";
     t.kind = BufferKind::kScratch;
+    t.role = BufferRole::kOutBackpropCopy;
     // In the accumulator type: the copy widens 16-bit dy once, where the tiles would widen
     // every dy vector at every tap.
     t.dtype = accumulator_dtype(p.dtype);

@@ -65,11 +65,11 @@ class Privatize {
 
     const std::int64_t per = n / threads_, rest = n % threads_;
     Loop chunk;
-    chunk.var = nest_.new_var("chunk");
+    chunk.var = nest_.new_var("chunk", VarRole::kThreads);
     chunk.end = threads_;
     chunk.label = "image chunks";
     Loop images;
-    images.var = nest_.new_var("nb");
+    images.var = nest_.new_var("nb", VarRole::kBatch);
     images.end = per;
     images.label = "images";
     images.body = chained_bodies(parts, scratches, Affine::var(chunk.var),
@@ -80,7 +80,7 @@ class Privatize {
     if (per > 0) out.push_back(Stmt{std::move(chunk)});
     if (rest > 0) {
       Loop tail;
-      tail.var = nest_.new_var("nr");
+      tail.var = nest_.new_var("nr", VarRole::kBatch);
       tail.end = rest;
       tail.label = "images left";
       tail.body = chained_bodies(parts, scratches, Affine::var(tail.var),

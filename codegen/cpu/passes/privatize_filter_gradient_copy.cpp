@@ -28,16 +28,18 @@ namespace convjit::cpu {
 using namespace ir;
 namespace {
 
-// The loop labelled "batch" under `body`, with the loop around it (nullptr at the top).
-Loop* find_batch(std::vector<Stmt>& body, Loop* around, Loop** outer) {
+// The first loop over the batch under `body`, with the loop around it (nullptr at the top).
+Loop* find_batch(const LoopNest& nest, std::vector<Stmt>& body, Loop* around, Loop** outer) {
   for (Stmt& s : body) {
     auto* l = std::get_if<Loop>(&s.node);
     if (l == nullptr) continue;
-    if (l->label == "batch") {
+    if (nest.role_of(l->var) == VarRole::kBatch) {
       *outer = around;
       return l;
     }
-    if (Loop* found = find_batch(l->body, around != nullptr ? around : l, outer)) return found;
+    if (Loop* found = find_batch(nest, l->body, around != nullptr ? around : l, outer)) {
+      return found;
+    }
   }
   return nullptr;
 }
@@ -72,7 +74,7 @@ class PrivatizeCopy {
     }
 
     Loop* outer = nullptr;
-    Loop* batch = find_batch(nest_.body, nullptr, &outer);
+    Loop* batch = find_batch(nest_, nest_.body, nullptr, &outer);
     if (batch == nullptr) return false;
     // Every other access to the scratch: a read in the batch loop at one image expression.
     std::optional<Affine> image;

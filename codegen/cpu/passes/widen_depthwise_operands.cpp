@@ -23,10 +23,11 @@ using namespace ir;
 namespace {
 
 // A scratch with `from`'s dims and strides in f32.
-int f32_twin(LoopNest& nest, int from, const char* name) {
+int f32_twin(LoopNest& nest, int from, const char* name, BufferRole role) {
   Buffer b = nest.buffers[static_cast<std::size_t>(from)];
   b.name = name;
   b.kind = BufferKind::kScratch;
+  b.role = role;
   b.dtype = accumulator_dtype(b.dtype);
   return nest.add_buffer(std::move(b));
 }
@@ -64,7 +65,8 @@ LoopNest widen_depthwise_operands(LoopNest nest, const CpuPlan&) {
     return nest;
   }
 
-  const int wf = f32_twin(nest, w, "wf"), dyf = f32_twin(nest, y, "dyf");
+  const int wf = f32_twin(nest, w, "wf", BufferRole::kFilterCopy);
+  const int dyf = f32_twin(nest, y, "dyf", BufferRole::kOutBackpropCopy);
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
     for (Access* a : {&t.a, &t.b}) a->buffer = a->buffer == y ? dyf : wf;
   });

@@ -117,10 +117,15 @@ class BorderPeel {
   }
 
   std::pair<const char*, const char*> side_names(VarId v) const {
-    const std::string& name = nest_.var_names[static_cast<std::size_t>(v)];
-    if (!name.empty() && name.back() == 'h') return {"top", "bottom"};
-    if (!name.empty() && name.back() == 'w') return {"left", "right"};
-    return {"low", "high"};
+    switch (nest_.role_of(v)) {
+      case VarRole::kInRow:
+      case VarRole::kOutRow:
+      case VarRole::kTapRow: return {"top", "bottom"};
+      case VarRole::kInCol:
+      case VarRole::kOutCol:
+      case VarRole::kTapCol: return {"left", "right"};
+      default: return {"low", "high"};
+    }
   }
 
   LoopNest& nest_;

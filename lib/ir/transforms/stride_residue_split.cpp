@@ -54,7 +54,8 @@ class ResidueSplit {
         out.push_back(std::move(s));
         continue;
       }
-      const VarId q = nest_.new_var(renamed(nest_.var_names[static_cast<std::size_t>(l->var)], 'q'));
+      const VarId q = nest_.new_var(renamed(nest_.var_names[static_cast<std::size_t>(l->var)], 'q'),
+                                    nest_.role_of(l->var));
       for (std::int64_t r = 0; r < d; ++r) {
         // v = d*q + r over [begin, end).
         Loop part;
@@ -66,7 +67,7 @@ class ResidueSplit {
         part.label = l->label.empty() ? fmt::format("residue {}", r)
                                       : fmt::format("{}, residue {}", l->label, r);
         part.body = l->body;
-        split_[nest_.var_names[static_cast<std::size_t>(l->var)]] = d;
+        split_[nest_.role_of(l->var)] = d;
         substitute(part.body, l->var, Affine::var(q, d) + r);
         for_each_tile(part.body, {}, [&](Tile& t, const VarRanges&) { resolve(t); });
         stmts(part.body);
@@ -156,7 +157,8 @@ class ResidueSplit {
       }
     }
     const VarId old_var = r->var;
-    const VarId tv = nest_.new_var(renamed(nest_.var_names[static_cast<std::size_t>(old_var)], 'j'));
+    const VarId tv = nest_.new_var(renamed(nest_.var_names[static_cast<std::size_t>(old_var)], 'j'),
+                                   nest_.role_of(old_var));
     r->var = tv;
     r->begin = 0;
     // No tap reaches this residue: an empty reduction (the tile writes zeros).
@@ -166,15 +168,15 @@ class ResidueSplit {
   }
 
  public:
-  /// The divisor each split loop (by its variable's name: ih, iw) was split by.
-  std::int64_t split_by(const std::string& name) const {
-    const auto it = split_.find(name);
+  /// The divisor the loops of each role (kInRow, kInCol) were split by.
+  std::int64_t split_by(VarRole role) const {
+    const auto it = split_.find(role);
     return it == split_.end() ? 1 : it->second;
   }
 
  private:
   LoopNest& nest_;
-  std::map<std::string, std::int64_t> split_;
+  std::map<VarRole, std::int64_t> split_;
 };
 
 }  // namespace
@@ -185,7 +187,7 @@ LoopNest stride_residue_split(LoopNest nest) {
   split.stmts(nest.body);
   // A stride whose taps an earlier pass already made exact (the NCHW depthwise repeated
   // columns) splits nothing: the name says which dims were split.
-  const std::int64_t h = split.split_by("ih"), w = split.split_by("iw");
+  const std::int64_t h = split.split_by(VarRole::kInRow), w = split.split_by(VarRole::kInCol);
   if (h > 1 || w > 1) add_summary(nest, fmt::format("res{}x{}", h, w));
   return nest;
 }
