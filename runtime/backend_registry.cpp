@@ -35,7 +35,7 @@ Expected<std::unique_ptr<codegen::Backend>> make_x86(const Device&, cpu::Isa isa
 #endif
 
 Expected<std::unique_ptr<codegen::Backend>> make_interpreter(const Device&, cpu::Isa) {
-  return codegen::make_interpreter_backend(cpu::CpuInfo::generic());
+  return codegen::make_interpreter_backend();
 }
 
 // Best first: for each device kind, the first entry serving it is the default.

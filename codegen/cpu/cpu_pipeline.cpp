@@ -1,18 +1,19 @@
-// The schedule pipeline. Order matters: the vector dimension first (it reorders the lowered
-// loops), the NCHW depthwise copy of dy (its stride-2 form removes W's divisions), residues
-// next (everything after sees affine indices), zero-padded copies of dy for the W-vector
-// tiles (which remove most borders), then borders (so the interior
-// tiles have no guards), packing, channel blocks (whole pixel sweeps per block of the packed
-// filter), register tiles over the guard-free interior, bfloat16 reduction pairs (they rewrite
-// the tiles' final reduce loops), the filter gradient's cache blocking of its reduction (after
-// tiling, so it sees the border tiles' final ranges), the merging of parts that all this made
-// equal, per-thread operand copies (one chunk of images per thread), the choice of
-// non-temporal output stores (once the tiles and the buffers they write are final), threads
-// (they split whatever loops are left), and last the 16-bit filter gradient's image pairs or
-// widened images (they follow the per-thread batch loops the split made).
+// The CPU schedule: the pass list a CpuPlan asks for, readable top to bottom. Order matters:
+// the vector dimension first (it reorders the lowered loops), the NCHW depthwise copy of dy
+// (its stride-2 form removes W's divisions), residues next (everything after sees affine
+// indices), zero-padded copies of dy for the W-vector tiles (which remove most borders), then
+// borders (so the interior tiles have no guards), packing, channel blocks (whole pixel sweeps
+// per block of the packed filter), register tiles over the guard-free interior, bfloat16
+// reduction pairs (they rewrite the tiles' final reduce loops), the filter gradient's cache
+// blocking of its reduction (after tiling, so it sees the border tiles' final ranges), the
+// merging of parts that all this made equal, per-thread operand copies (one chunk of images
+// per thread), non-temporal output stores (once the tiles and the buffers they write are
+// final), threads (they split whatever loops are left), and last the 16-bit filter gradient's
+// image pairs or widened images (they follow the per-thread batch loops the split made).
 #include "codegen/cpu/cpu_pipeline.hpp"
 
 #include "codegen/cpu/passes/passes.hpp"
+#include "codegen/cpu/kernel_name.hpp"
 #include "ir/lower.hpp"
 #include "ir/transforms/transforms.hpp"
 
@@ -31,32 +32,50 @@ LoopNest transform(LoopNest nest, const CpuPlan&) {
 }  // namespace
 
 std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
-  (void)plan;
-  return {
-      {"channels_last_backprop_data", &channels_last_backprop_data},
-      {"position_vectors", &position_vectors},
-      {"copy_channels_first_out_backprop", &copy_channels_first_out_backprop},
-      {"stride_residue_split", &transform<&stride_residue_split>},
-      {"pad_transposed_out_backprop", &pad_transposed_out_backprop},
-      {"border_peel", &transform<&border_peel>},
-      {"pack_filter", &pack_filter},
-      {"block_channels", &block_channels},
-      {"deinterleave_multiplier", &deinterleave_multiplier},
-      {"channels_last_out_backprop", &channels_last_out_backprop},
-      {"widen_depthwise_operands", &widen_depthwise_operands},
-      {"register_tile", &register_tile},
-      {"pair_reduction", &pair_reduction},
-      {"block_reduction", &block_reduction},
-      {"merge_equal_parts", &transform<&merge_equal_parts>},
-      {"privatize_batch_copies", &privatize_batch_copies},
-      {"stream_output_stores", &stream_output_stores},
-      {"parallelize", &parallelize},
-      {"copy_batch_operands", &copy_batch_operands},
+  std::vector<NamedPass<CpuPlan>> passes;
+  auto add = [&](bool wanted, std::string_view name, LoopNest (*run)(LoopNest, const CpuPlan&)) {
+    if (wanted) passes.push_back({name, run});
   };
+  // The layout the tiles take their vectors in, and the dy copies it reads.
+  add(plan.channels_last_copies, "channels_last_backprop_data", &channels_last_backprop_data);
+  add(plan.position_vectors, "position_vectors", &position_vectors);
+  add(plan.channels_first_out_backprop_copy, "copy_channels_first_out_backprop",
+      &copy_channels_first_out_backprop);
+  // Dense stride-1 problems per residue (input gradients), zero borders on the dy copies,
+  // then the guards' borders peeled so the interior tiles have none.
+  add(true, "stride_residue_split", &transform<&stride_residue_split>);
+  add(plan.pad_out_backprop_copies, "pad_transposed_out_backprop", &pad_transposed_out_backprop);
+  add(true, "border_peel", &transform<&border_peel>);
+  // Operand layouts: the packed (and channel-blocked) filter, the depth multiplier's and the
+  // NCHW filter gradient's copies, 16-bit depthwise operands in f32.
+  add(plan.pack_filter, "pack_filter", &pack_filter);
+  add(plan.channel_block > 0, "block_channels", &block_channels);
+  add(plan.deinterleave_multiplier, "deinterleave_multiplier", &deinterleave_multiplier);
+  add(plan.channels_last_out_backprop, "channels_last_out_backprop", &channels_last_out_backprop);
+  add(plan.widen_depthwise_operands, "widen_depthwise_operands", &widen_depthwise_operands);
+  // Register tiles over the guard-free interior, and bfloat16 pairs in them.
+  add(true, "register_tile", &register_tile);
+  add(plan.pair_output_channels, "pair_reduction", &pair_reduction);
+  // The filter gradient's reduction blocked for the caches (it sees the border tiles' final
+  // ranges), then the parts all this made equal merged.
+  add(plan.reduction_blocking != ReductionBlocking::kNone || plan.columns_outside_rows,
+      "block_reduction", &block_reduction);
+  add(true, "merge_equal_parts", &transform<&merge_equal_parts>);
+  // Threads: per-image copies in per-thread slots, streamed output stores (once the tiles and
+  // the buffers they write are final), the split of the work, and last the 16-bit filter
+  // gradient's per-thread batch copies (they follow the batch loops the split made).
+  add(plan.privatize_batch_copies, "privatize_batch_copies", &privatize_batch_copies);
+  add(plan.stream_output, "stream_output_stores", &stream_output_stores);
+  add(true, "parallelize", &parallelize);
+  add(plan.batch_copies != BatchCopies::kNone, "copy_batch_operands", &copy_batch_operands);
+  return passes;
 }
 
 LoopNest schedule(LoopNest nest, const CpuPlan& plan, const PassObserver& observer) {
-  return run_passes(std::move(nest), cpu_passes(plan), plan, observer);
+  nest = run_passes(std::move(nest), cpu_passes(plan), plan, observer);
+  // The kernel's name, from the plan and what the schedule made of it.
+  nest.schedule_summary = schedule_tokens(plan, nest);
+  return nest;
 }
 
 LoopNest lower_and_schedule(const ConvProblem& problem, const CpuInfo& cpu, int threads,

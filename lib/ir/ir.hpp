@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -212,8 +213,12 @@ struct LoopNest {
   std::vector<std::string> var_names;
   std::vector<VarRole> var_roles;  // one per variable, as var_names
   std::vector<Stmt> body;
-  /// Records the schedule's choices (blocking, split, threads) for the kernel's name.
+  /// The kernel's name tokens, set once the schedule is final (the IR printer shows them).
   std::string schedule_summary;
+  /// Quantities a pass derived by applying its plan's rules to the shapes it found (a blocked
+  /// reduction's chunk rows, ...), by name, for the kernel's name and logs. Passes never read
+  /// them to decide anything.
+  std::map<std::string, std::int64_t> derived;
 
   VarId new_var(std::string name, VarRole role = VarRole::kOther);
   VarRole role_of(VarId var) const { return var_roles[static_cast<std::size_t>(var)]; }

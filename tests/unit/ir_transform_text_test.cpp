@@ -33,7 +33,7 @@ for n in [0, 1):
 }
 
 TEST(IrPassText, StrideResidueSplitKeepsOnlyTheTapsEachResidueMeets) {
-  EXPECT_EQ(print(stride_residue_split(lower(strided_backprop_data()))), R"(kernel backprop_data float32 NHWC "res2x2"
+  EXPECT_EQ(print(stride_residue_split(lower(strided_backprop_data()))), R"(kernel backprop_data float32 NHWC
 buffer dx X float32 dims [1, 5, 5, 3] strides [75, 15, 3, 1]
 buffer w W float32 dims [3, 3, 3, 2] strides [18, 6, 2, 1]
 buffer dy Y float32 dims [1, 3, 3, 2] strides [18, 6, 2, 1]

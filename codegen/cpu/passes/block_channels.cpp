@@ -33,9 +33,6 @@ namespace convjit::cpu {
 using namespace ir;
 namespace {
 
-// Share of L2 the packed filter may fill and still count as staying there between rows.
-constexpr double kL2Share = 0.5;
-
 /// Calls fn for every (column loop, tile) pair: a loop whose body is exactly one tile. Returns
 /// false when some tile sits elsewhere.
 bool for_each_column(std::vector<Stmt>& body, const std::function<void(Loop&, Tile&)>& fn) {
@@ -160,12 +157,8 @@ class BlockChannels {
 }  // namespace
 
 LoopNest block_channels(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
   const ConvProblem& p = nest.problem;
-  if (p.direction != ConvDirection::kBackpropData || p.format != DataFormat::kNHWC ||
-      p.groups != 1 || p.depthwise || cpu.vector_registers == 0 || p.is_empty()) {
-    return nest;
-  }
+  if (plan.channel_block == 0) return nest;
   int wp = -1;
   for (std::size_t b = 0; b < nest.buffers.size(); ++b) {
     if (nest.buffers[b].role == BufferRole::kPackedFilter && nest.buffers[b].dims.size() == 4) {
@@ -199,19 +192,8 @@ LoopNest block_channels(LoopNest nest, const CpuPlan& plan) {
   BlockChannels blocker(nest, wp);
   if (!blocker.matches(batch.body)) return nest;
 
-  // Column blocks as wide as the tile the model picks for a row of pixels.
-  const TileModel model = TileModel::of(cpu, p.dtype);
-  const std::int64_t cols =
-      model.choose(TileForm::kOuterProduct, p.iw, p.ic, p.kh * p.kw * p.oc).cols;
-  if (cols >= p.ic) return nest;
-  const std::int64_t eb = dtype_size(nest.buffers[static_cast<std::size_t>(wp)].dtype);
-
-  // Column blocks outside the rows when the whole packed filter would not stay in L2 between
-  // rows (each block's slice then does, and dy is swept once per block); inside each row
-  // otherwise (dy's rows are then read once).
-  const bool blocks_outside =
-      static_cast<double>(p.kh * p.kw * p.oc * p.ic * eb) > kL2Share * static_cast<double>(cpu.l2_bytes);
-  if (blocks_outside) {
+  const std::int64_t cols = plan.channel_block;
+  if (!plan.channel_blocks_around_rows) {
     batch.body = blocker.channel_blocks(batch.body, cols);
   } else {
     for_each_row(batch.body, [&](Loop& row) { row.body = blocker.channel_blocks(row.body, cols); });
@@ -228,7 +210,6 @@ LoopNest block_channels(LoopNest nest, const CpuPlan& plan) {
     for (Stmt& copy : blocker.pack(cols)) body.push_back(std::move(copy));
   }
   nest.body = std::move(body);
-  add_summary(nest, fmt::format("cb{}{}", cols, blocks_outside ? "" : "r"));
   return nest;
 }
 

@@ -31,22 +31,6 @@ namespace convjit::cpu {
 using namespace ir;
 namespace {
 
-// Share of L2 one chunk's x and dy rows may fill for the problem to count as fitting unblocked.
-constexpr double kL2Share = 0.5;
-// Share of L1 a chunk's working set for one column block may fill: its dy slice and a line of
-// x per pixel. Measured on the benchmark suite: chunks of a half or a quarter of L1 ran
-// 10-25% slower than a fifth (the tiles' dW lines and the next tap's x rows need the rest).
-constexpr double kL1Share = 0.2;
-// Most constant chunk parts emitted (each copies the tile nest) before chunks grow instead.
-constexpr std::int64_t kMaxConstantChunks = 8;
-// Reduce points per accumulator lane a chunk gives each tile when the partial sums outgrow L2:
-// every chunk loads and stores all of them, from L3 then, and one-row chunks left the tiles
-// waiting on those loads. Measured on Zen 1 (ymm, f32, 8 lanes: 128 points), 1 thread:
-// resnet_3x3_s1_c128 from 1 to 5 rows 50.5-50.9 -> 46.9-47.4 ms, c256 from 2 to 7 rows 50.3-50.5
-// -> 47.6-48.1 ms, resnet_3x3_s2 from 1 to 5 rows 52.6-54.7 -> 49.2-51.3 ms; a filter that
-// stays in L2 (c64) ran the same at 1, 3 and 6 rows.
-constexpr std::int64_t kMinPointsPerLane = 16;
-
 struct ReduceVars {
   VarId n = -1;
   VarId oh = -1;
@@ -70,41 +54,11 @@ bool find_reduce_vars(LoopNest& nest, ReduceVars* vars) {
   return ok && any;
 }
 
-// Bytes of x and dy one chunk of `rows` output rows of one image touches.
-double chunk_bytes(const ConvProblem& p, std::int64_t rows) {
-  const double eb = dtype_size(p.dtype);
-  const double x_rows = static_cast<double>(std::min(p.ih, (rows - 1) * p.stride_h + p.kh_eff()));
-  return eb * (x_rows * static_cast<double>(p.iw * p.ic) + static_cast<double>(rows * p.ow * p.oc));
-}
-
-// Output rows per chunk. Tiles with vector columns: with the column blocks outside the row
-// blocks (see columns_outside_rows), the tiles of one column block reuse that block's slice of
-// the chunk's dy rows and the x lines of their pixels, so as many rows as keep those within a
-// share of L1: each tile then streams from L1, not L2. Unless the partial sums outgrow L2:
-// then enough rows that reloading the accumulators per chunk costs little (kMinPointsPerLane).
-// Scalar-column tiles (NCHW, where both operands run along W) read whole rows instead: as many as
-// keep the chunk's x and dy rows within a share of L2. At least one row.
-std::int64_t chunk_rows(LoopNest& nest, const CpuInfo& cpu) {
-  const ConvProblem& p = nest.problem;
+// The widest register tile's columns: what a chunk's working set per column block depends on.
+std::int64_t widest_tile(LoopNest& nest) {
   std::int64_t cols = 1;
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) { cols = std::max(cols, t.cols); });
-  if (cols == 1) {
-    const double budget = kL2Share * static_cast<double>(cpu.l2_bytes);
-    std::int64_t rows = std::max<std::int64_t>(p.oh, 1);
-    while (rows > 1 && chunk_bytes(p, rows) > budget) --rows;
-    return rows;
-  }
-  const std::int64_t per_pixel = cols * dtype_size(p.dtype) + CpuInfo::kCacheLineBytes;
-  const auto pixels =
-      static_cast<std::int64_t>(kL1Share * static_cast<double>(cpu.l1_bytes)) / per_pixel;
-  std::int64_t rows = pixels / std::max<std::int64_t>(p.ow, 1);
-  const std::int64_t acc_bytes = dtype_size(accumulator_dtype(p.dtype));
-  const double partial_bytes = static_cast<double>(p.kh * p.kw * p.filter_in * p.oc * acc_bytes);
-  if (partial_bytes > kL2Share * static_cast<double>(cpu.l2_bytes)) {
-    const std::int64_t points = kMinPointsPerLane * cpu.lanes(static_cast<int>(acc_bytes));
-    rows = std::max(rows, ceil_div(points, std::max<std::int64_t>(p.ow, 1)));
-  }
-  return std::clamp<std::int64_t>(rows, 1, std::max<std::int64_t>(p.oh, 1));
+  return cols;
 }
 
 bool is_column_loop(const Stmt& s) {
@@ -256,16 +210,17 @@ class BlockReduction {
 };
 
 // The row split: ["row threads" loop rt over threads { zero partial[rt], batch { row chunks,
-// tail } }, "row rest" batch loop into partial[0], dW = the sum of the partials]. Returns false
-// (leaving the nest alone) when some tile's range has fewer rows than threads.
-bool split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_chunk_rows) {
+// tail } }, "row rest" batch loop into partial[0], dW = the sum of the partials]. Returns the
+// rows per chunk, or 0 (leaving the nest alone) when some tile's range has fewer rows than
+// threads.
+std::int64_t split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_chunk_rows) {
   const ConvProblem& p = nest.problem;
   std::int64_t min_rows = INT64_MAX;
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
     const ReduceLoop& oh = t.reduce[1];
     if (oh.end > oh.begin) min_rows = std::min(min_rows, oh.end - oh.begin);
   });
-  if (min_rows == INT64_MAX || min_rows < threads) return false;
+  if (min_rows == INT64_MAX || min_rows < threads) return 0;
   const std::int64_t per_min = min_rows / threads;
   const std::int64_t max_rows = std::min(per_min, max_chunk_rows);
   const std::int64_t chunks = ceil_div(per_min, max_rows);
@@ -350,60 +305,52 @@ bool split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_c
   nest.body.push_back(Stmt{std::move(split)});
   if (!rest.body.empty()) nest.body.push_back(Stmt{std::move(rest)});
   nest.body.push_back(sum_partials(nest, pb, threads));
-  add_summary(nest, fmt::format("blk=ohx{},oh{}", threads, rows));
-  return true;
+  return rows;
 }
 
 }  // namespace
 
 namespace {
 
-// `per_image`: an operand copy runs before the tiles (NCHW dy made channels-last), which
-// privatize_filter_gradient_copy can make one image at a time only inside a batch loop.
-LoopNest block_tiles(LoopNest nest, const CpuPlan& plan, bool per_image) {
-  const CpuInfo& cpu = plan.cpu;
+// The blocking the plan chose, on the tile nest (operand copies taken out).
+LoopNest block_tiles(LoopNest nest, const CpuPlan& plan) {
   const ConvProblem& p = nest.problem;
-  const int threads = plan.threads;
-  if (p.direction != ConvDirection::kBackpropFilter || p.is_empty()) return nest;
-  const double budget = kL2Share * static_cast<double>(cpu.l2_bytes);
-  // The batch does not divide among the threads: each thread takes a share of every tile's
-  // rows instead, into its own partial sums (parallelize then runs the thread loop parallel).
-  if (p.n % threads != 0) {
-    ReduceVars vars;
-    if (!find_reduce_vars(nest, &vars)) return nest;
-    const std::int64_t rows = chunk_rows(nest, cpu);
-    columns_outside_rows(nest.body);
-    split_rows(nest, vars, threads, rows);
-    return nest;
-  }
-  // Everything fits already: blocking would only add parts. With a per-call operand copy,
-  // whole images are the chunks (the batch loop alone, no constant parts), so the copy can
-  // follow the images; not for half types, which this form would round into dW per image.
-  const bool fits = static_cast<double>(p.n) * chunk_bytes(p, p.oh) <= budget;
-  if (fits && !(per_image && accumulator_dtype(p.dtype) == p.dtype)) return nest;
   ReduceVars vars;
   if (!find_reduce_vars(nest, &vars)) return nest;
-  std::int64_t rows = fits ? p.oh : chunk_rows(nest, cpu);
-  columns_outside_rows(nest.body);
-  BlockReduction block(nest, vars, rows);
-  block.scan();
-  while (rows < p.oh && BlockReduction::constant_chunks(p.oh, block.max_begin(), block.min_end(),
-                                                        rows) > kMaxConstantChunks) {
-    ++rows;
+  if (plan.columns_outside_rows) columns_outside_rows(nest.body);
+  const std::int64_t rows =
+      plan.whole_image_chunks ? p.oh : reduction_chunk_rows(p, plan.cpu, widest_tile(nest));
+  if (plan.reduction_blocking == ReductionBlocking::kRowSplit) {
+    if (const std::int64_t split = split_rows(nest, vars, plan.threads, rows)) {
+      nest.derived["chunk_rows"] = split;
+    }
+  } else if (plan.reduction_blocking == ReductionBlocking::kBatchChunks) {
+    BlockReduction block(nest, vars, rows);
+    block.scan();
+    // Constant parts (chunks some tile's rows clip) copy the tile nest: past a few, the
+    // chunks grow instead.
+    std::int64_t grown = rows;
+    while (grown < p.oh && BlockReduction::constant_chunks(p.oh, block.max_begin(),
+                                                           block.min_end(), grown) >
+                               kMaxConstantChunks) {
+      ++grown;
+    }
+    block.set_rows(grown);
+    block.run();
+    nest.derived["chunk_rows"] = grown;
   }
-  block.set_rows(rows);
-  block.run();
-  add_summary(nest, rows < p.oh ? fmt::format("blk=n,oh{}", rows) : std::string("blk=n"));
   return nest;
 }
 
 }  // namespace
 
 LoopNest block_reduction(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
+  if (plan.reduction_blocking == ReductionBlocking::kNone && !plan.columns_outside_rows) {
+    return nest;
+  }
   // Operand copies that run once per call (channels_last_out_backprop's) stay in front.
   std::vector<Stmt> prologue = take_prologue(nest);
-  nest = block_tiles(std::move(nest), plan, !prologue.empty());
+  nest = block_tiles(std::move(nest), plan);
   nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
                    std::make_move_iterator(prologue.end()));
   return nest;

@@ -24,20 +24,8 @@ namespace convjit::cpu {
 using namespace ir;
 
 LoopNest channels_last_backprop_data(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
   const ConvProblem& p = nest.problem;
-  const std::int64_t lanes = cpu.lanes(dtype_size(accumulator_dtype(p.dtype)));
-  // Few channels: the W-vector tiles lose less to masked lanes than channel vectors would.
-  if (p.direction != ConvDirection::kBackpropData || p.format != DataFormat::kNCHW ||
-      p.groups != 1 || p.depthwise || cpu.vector_registers == 0 || p.ic < lanes ||
-      p.oc < lanes || p.is_empty()) {
-    return nest;
-  }
-  // A 1x1 filter at stride 1 is one matrix product per image over contiguous H*W positions:
-  // each output channel's dy window is a single vector, the W-vector tiles stay in L1 and run
-  // at the NHWC speed, and the two copies would only add (8x256x56x56 from 64 channels, two
-  // threads: 21.9 ms with the copies, 12.6 without, NHWC 11.8).
-  if (p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1) return nest;
+  if (!plan.channels_last_copies || p.format != DataFormat::kNCHW) return nest;
   ConvProblem channels_last = p;
   channels_last.format = DataFormat::kNHWC;
   LoopNest out = lower(channels_last);
@@ -73,7 +61,6 @@ LoopNest channels_last_backprop_data(LoopNest nest, const CpuPlan& plan) {
                                      });
   out.body.insert(out.body.begin(), std::move(to_channels_last));
   out.body.push_back(std::move(to_channels_first));
-  add_summary(out, "tonhwc");
   return out;
 }
 

@@ -15,14 +15,8 @@ namespace convjit::cpu {
 using namespace ir;
 
 LoopNest channels_last_out_backprop(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
   const ConvProblem& p = nest.problem;
-  // One output channel: nothing to put in a vector. Fewer channels than lanes still gain from
-  // a masked vector, as NHWC does (small_odd, 7 channels on AVX2: 21.4 -> 5.9 us, as NHWC).
-  if (p.direction != ConvDirection::kBackpropFilter || p.format != DataFormat::kNCHW ||
-      p.groups != 1 || p.depthwise || cpu.vector_registers == 0 || p.oc < 2 || p.is_empty()) {
-    return nest;
-  }
+  if (!plan.channels_last_out_backprop) return nest;
   const int y = nest.buffer_of_kind(BufferKind::kY);
   Buffer t = nest.buffers[static_cast<std::size_t>(y)];
   t.name = "dyc";
@@ -48,7 +42,6 @@ LoopNest channels_last_out_backprop(LoopNest nest, const CpuPlan& plan) {
                           return Stmt{std::move(s)};
                         });
   nest.body.insert(nest.body.begin(), std::move(copy));
-  add_summary(nest, "dyc");
   return nest;
 }
 

@@ -66,8 +66,6 @@ class BatchOperandCopies {
     widen_x_ = !pairs_ && x_pays_for_its_copy();
   }
 
-  /// Whether widen mode copies x as well as dy.
-  bool widens_x() const { return widen_x_; }
 
   /// Pairs the images of every batch loop under `body`, or of the tiles in `body` that reduce
   /// over them; `slot` is the innermost parallel loop around (nullptr: none). Returns how many
@@ -574,23 +572,15 @@ class BatchOperandCopies {
 }  // namespace
 
 LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
-  const ConvProblem& p = nest.problem;
-  const bool pairs = cpu.has_avx512_bf16 && p.dtype == DType::kBFloat16;
-  const bool widens = cpu.vector_registers > 0 && widens_to_f32(p.dtype, cpu);
-  if ((!pairs && !widens) || p.direction != ConvDirection::kBackpropFilter ||
-      p.format != DataFormat::kNHWC || p.depthwise || p.is_empty()) {
-    return nest;
-  }
+  if (plan.batch_copies == BatchCopies::kNone) return nest;
   // The copies walk each image of x and dy as one run.
   if (!dense_images(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) ||
       !dense_images(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
     return nest;
   }
-  if (pairs) {
+  if (plan.batch_copies == BatchCopies::kPairs) {
     LoopNest paired = nest;
-    if (BatchOperandCopies(paired, cpu.l2_bytes, true).run(paired.body, nullptr) > 0) {
-      add_summary(paired, "dp2n");
+    if (BatchOperandCopies(paired, plan.cpu.l2_bytes, true).run(paired.body, nullptr) > 0) {
       return paired;
     }
     // No pair to form (one image per thread or batch loop, an odd unblocked count): the
@@ -598,9 +588,9 @@ LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
     // take its copies as well.
   }
   LoopNest widened = nest;
-  BatchOperandCopies widener(widened, cpu.l2_bytes, false);
-  if (widener.run(widened.body, nullptr) == 0) return nest;
-  add_summary(widened, widener.widens_x() ? "wxdy" : "wdy");
+  if (BatchOperandCopies(widened, plan.cpu.l2_bytes, false).run(widened.body, nullptr) == 0) {
+    return nest;
+  }
   return widened;
 }
 

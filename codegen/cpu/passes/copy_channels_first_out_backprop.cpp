@@ -157,12 +157,8 @@ void apply(LoopNest& nest, Tile& t, int s, const RepeatedTaps& r) {
 }  // namespace
 
 LoopNest copy_channels_first_out_backprop(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
   const ConvProblem& p = nest.problem;
-  if (p.direction != ConvDirection::kBackpropData || p.format != DataFormat::kNCHW ||
-      !p.depthwise || cpu.vector_registers == 0 || p.is_empty()) {
-    return nest;
-  }
+  if (!plan.channels_first_out_backprop_copy) return nest;
   const int y = nest.buffer_of_kind(BufferKind::kY);
   const auto loops = batch_and_group(nest);
   if (y < 0 || !loops || !guarded_reads(nest.body, y)) return nest;
@@ -187,12 +183,9 @@ LoopNest copy_channels_first_out_backprop(LoopNest nest, const CpuPlan& plan) {
   });
   if (!ok || tile == nullptr) return nest;
   std::optional<RepeatedTaps> repeat;
-  if (p.stride_w == 2 && p.dilation_w == 1 && p.kw > 1 && p.dtype != DType::kFloat64) {
-    repeat = repeated_taps(nest, *tile, y);
-  }
-
+  if (plan.repeated_columns) repeat = repeated_taps(nest, *tile, y);
   // Planes of their own per group where the group loop is what the threads will split.
-  const bool per_group = p.n < plan.threads;
+  const bool per_group = plan.planes_per_group;
   Buffer copy = nest.buffers[static_cast<std::size_t>(y)];
   copy.name = "dyp";
   copy.kind = BufferKind::kScratch;
@@ -231,7 +224,6 @@ LoopNest copy_channels_first_out_backprop(LoopNest nest, const CpuPlan& plan) {
     return Stmt{std::move(cols)};
   });
   group->body.insert(group->body.begin(), std::move(fill));
-  add_summary(nest, repeat ? "dyp2" : "dyp");
   return nest;
 }
 

@@ -6,38 +6,6 @@ namespace convjit::cpu {
 
 using namespace ir;
 
-namespace {
-
-// A conservative serial speed for the estimate: small problems run far below peak, and they
-// are the ones the decision is about.
-constexpr double kSerialFlopsPerSecond = 20e9;
-// Waking the pool's threads and joining them, per parallel loop (measured: a few µs).
-constexpr double kDispatchSeconds = 5e-6;
-// Parallel loops a split kernel typically dispatches (the work, then the partial-sum reduce).
-constexpr double kDispatchesPerRun = 2;
-
-}  // namespace
-
-int useful_threads(const ConvProblem& problem, int max_threads) {
-  const int threads = std::max(1, max_threads);
-  if (threads == 1 || problem.is_empty()) return 1;
-  const double serial = static_cast<double>(problem.flops()) / kSerialFlopsPerSecond;
-  const double saved = serial * (1.0 - 1.0 / threads);
-  return saved > kDispatchesPerRun * kDispatchSeconds ? threads : 1;
-}
-
-bool output_outgrows_llc(const LoopNest& nest, const CpuInfo& cpu) {
-  const int out = output_buffer(nest);
-  if (out < 0) return false;
-  const std::int64_t bytes = nest.problem.elements(nest.problem.output_role()) *
-                             dtype_size(nest.buffers[static_cast<std::size_t>(out)].dtype);
-  return bytes > cpu.llc_bytes;
-}
-
-bool widens_to_f32(DType dtype, const CpuInfo& cpu) {
-  return dtype == DType::kHalf || (dtype == DType::kBFloat16 && !cpu.has_avx512_bf16);
-}
-
 Stmt sum_partials(LoopNest& nest, int pb, std::int64_t chunks) {
   const ConvProblem& p = nest.problem;
   const int dw = nest.buffer_of_kind(BufferKind::kW);

@@ -32,13 +32,10 @@ bool split_channel(const IndexExpr& e, VarId mv, std::int64_t mult, Affine* m, A
 
 }  // namespace
 
-LoopNest deinterleave_multiplier(LoopNest nest, const CpuPlan&) {
+LoopNest deinterleave_multiplier(LoopNest nest, const CpuPlan& plan) {
   const ConvProblem& p = nest.problem;
   const std::int64_t mult = p.oc_per_group();
-  if (p.direction != ConvDirection::kBackpropData || p.format != DataFormat::kNHWC ||
-      p.filter_in != 1 || p.groups <= 1 || mult <= 1 || p.is_empty()) {
-    return nest;
-  }
+  if (!plan.deinterleave_multiplier) return nest;
   const int w = nest.buffer_of_kind(BufferKind::kW);
   const int y = nest.buffer_of_kind(BufferKind::kY);
   if (w < 0 || y < 0) return nest;
@@ -113,7 +110,6 @@ LoopNest deinterleave_multiplier(LoopNest nest, const CpuPlan&) {
                          });
   nest.body.insert(nest.body.begin(), std::move(ycopy));
   nest.body.insert(nest.body.begin(), std::move(wcopy));
-  add_summary(nest, fmt::format("deint{}", mult));
   return nest;
 }
 

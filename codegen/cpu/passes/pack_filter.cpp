@@ -14,19 +14,14 @@ namespace convjit::cpu {
 using namespace ir;
 
 LoopNest pack_filter(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
   const ConvProblem& p = nest.problem;
   const int w = nest.buffer_of_kind(BufferKind::kW);
-  // Depthwise (one input channel per group) and OC == 1 filters are already contiguous enough.
-  if (p.direction != ConvDirection::kBackpropData || p.format != DataFormat::kNHWC || w < 0 ||
-      p.filter_in <= 1 || p.oc <= 1 || p.is_empty()) {
-    return nest;
-  }
+  if (!plan.pack_filter || w < 0) return nest;
   Buffer packed;
   packed.name = "wp";
   packed.kind = BufferKind::kScratch;
   packed.role = BufferRole::kPackedFilter;
-  packed.dtype = widens_to_f32(p.dtype, cpu) ? DType::kFloat32 : p.dtype;
+  packed.dtype = plan.packed_filter_dtype;
   packed.dims = {p.kh, p.kw, p.oc, p.filter_in};
   packed.strides = {p.kw * p.oc * p.filter_in, p.oc * p.filter_in, p.filter_in, 1};
   const int wp = nest.add_buffer(std::move(packed));
@@ -49,7 +44,6 @@ LoopNest pack_filter(LoopNest nest, const CpuPlan& plan) {
                           return Stmt{std::move(s)};
                         });
   nest.body.insert(nest.body.begin(), std::move(copy));
-  add_summary(nest, "pack");
   return nest;
 }
 

@@ -117,13 +117,8 @@ int pair_packing(std::vector<Stmt>& body, int wp, std::size_t od) {
 }  // namespace
 
 LoopNest pair_reduction(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
   const ConvProblem& p = nest.problem;
-  if (!cpu.has_avx512_bf16 || p.dtype != DType::kBFloat16 ||
-      p.direction != ConvDirection::kBackpropData || p.format != DataFormat::kNHWC ||
-      p.oc % 2 != 0 || p.is_empty()) {
-    return nest;
-  }
+  if (!plan.pair_output_channels) return nest;
   int wp = -1;
   for (std::size_t b = 0; b < nest.buffers.size(); ++b) {
     if (nest.buffers[b].role == BufferRole::kPackedFilter) wp = static_cast<int>(b);
@@ -154,7 +149,6 @@ LoopNest pair_reduction(LoopNest nest, const CpuPlan& plan) {
   wpp.strides[od] = 2 * cols;
   wpp.strides[od + 1] = 2;
   wpp.strides.push_back(1);
-  add_summary(paired, "dp2");
   return paired;
 }
 

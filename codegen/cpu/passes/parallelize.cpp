@@ -46,36 +46,16 @@ class Parallelize {
                              std::get<Loop>(l->body[0].node).trip_count() > l->trip_count();
       if (ok && !go_deeper) {
         l->kind = LoopKind::kParallel;
-        chosen.push_back(nest_.var_names[static_cast<std::size_t>(l->var)]);
       } else {
         stmts(l->body);
       }
     }
   }
 
-  std::vector<std::string> chosen;
-
  private:
   LoopNest& nest_;
   int threads_;
 };
-
-// The reduce dimension of the filter gradient to split and its chunk count: the largest
-// divisor of n, oh or ow not above the thread count (exact chunks keep the tiles guard-free).
-bool pick_split(const ConvProblem& p, int threads, int* dim, std::int64_t* chunks) {
-  const std::int64_t extents[3] = {p.n, p.oh, p.ow};
-  *chunks = 1;
-  for (int d = 0; d < 3; ++d) {
-    for (std::int64_t s = std::min<std::int64_t>(threads, extents[d]); s > *chunks; --s) {
-      if (extents[d] % s == 0) {
-        *chunks = s;
-        *dim = d;
-        break;
-      }
-    }
-  }
-  return *chunks > 1;
-}
 
 void split_reduction(LoopNest& nest, int dim, std::int64_t chunks) {
   const ConvProblem& p = nest.problem;
@@ -194,54 +174,30 @@ void unwrap_single_trips(std::vector<Stmt>& body) {
 }  // namespace
 
 LoopNest parallelize(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
   const ConvProblem& p = nest.problem;
   const int threads = plan.threads;
   // The reduction splits restructure the tile nest alone; operand copies that run once per
   // call stay in front, where they are parallelized like any other loop.
   std::vector<Stmt> prologue;
   if (p.direction == ConvDirection::kBackpropFilter) prologue = take_prologue(nest);
+  // One thread: a blocked 16-bit dW accumulates into one f32 partial, rounded once.
+  if (plan.partial_sums_for_rounding) split_batch(nest, 1);
+  switch (plan.reduction_split) {
+    case ReductionSplit::kNone: break;
+    case ReductionSplit::kRowThreads: parallel_row_threads(nest); break;
+    case ReductionSplit::kBatch: split_batch(nest, threads); break;
+    case ReductionSplit::kDims: split_reduction(nest, plan.split_dim, plan.split_chunks); break;
+  }
   // The copies go back in front; a filter gradient's copy of dy then moves into the batch
   // loop the split made, one image per chunk, before loops are marked parallel (so the copy
   // never becomes a parallel loop of its own).
-  auto restore = [&] {
-    nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
-                     std::make_move_iterator(prologue.end()));
-    if (!prologue.empty()) privatize_filter_gradient_copy(nest);
-  };
-  if (threads <= 1) {
-    // A blocked filter gradient accumulates into dW once per chunk. A half-type dW would be
-    // rounded each time, so it accumulates into one partial of the accumulator dtype and is
-    // rounded once, as SEMANTICS.md requires.
-    if (p.direction == ConvDirection::kBackpropFilter &&
-        accumulator_dtype(p.dtype) != p.dtype && split_batch(nest, 1)) {
-      add_summary(nest, "acc=partial");
-    }
-    restore();
-    return nest;
-  }
-  std::string summary;
-  int dim = 0;
-  std::int64_t chunks = 1;
-  if (p.direction == ConvDirection::kBackpropFilter && parallel_row_threads(nest)) {
-    summary = fmt::format("split=ohx{}", threads);
-  } else if (p.direction == ConvDirection::kBackpropFilter && split_batch(nest, threads)) {
-    summary = fmt::format("split=nbx{}", threads);
-  } else if (p.direction == ConvDirection::kBackpropFilter &&
-             pick_split(p, threads, &dim, &chunks)) {
-    split_reduction(nest, dim, chunks);
-    static constexpr const char* kDims[3] = {"n", "oh", "ow"};
-    summary = fmt::format("split={}x{}", kDims[dim], chunks);
-  }
-  restore();
+  nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
+                   std::make_move_iterator(prologue.end()));
+  if (!prologue.empty()) privatize_filter_gradient_copy(nest);
+  if (threads <= 1) return nest;
   // A split reduction already has its parallel loop at the top; what follows it is small.
-  if (summary.empty()) unwrap_single_trips(nest.body);
-  Parallelize par(nest, threads);
-  par.stmts(nest.body);
-  std::sort(par.chosen.begin(), par.chosen.end());
-  par.chosen.erase(std::unique(par.chosen.begin(), par.chosen.end()), par.chosen.end());
-  if (!par.chosen.empty()) add_summary(nest, fmt::format("par={}", fmt::join(par.chosen, ",")));
-  if (!summary.empty()) add_summary(nest, summary);
+  if (plan.reduction_split == ReductionSplit::kNone) unwrap_single_trips(nest.body);
+  Parallelize(nest, threads).stmts(nest.body);
   return nest;
 }
 

@@ -7,26 +7,19 @@
 //   - NHWC with few input channels: a vector over 3 channels is mostly masked lanes. Moving
 //     the channel loop inside the row loop as well makes W positions the vector and channels
 //     the rows; dy, strided by OC along W, is copied once per call into a scratch laid out
-//     [n][oh][oc][ow] so the vector along ow is contiguous. The cost model decides, comparing
-//     both tiles plus the copy.
+//     [n][oh][oc][ow] so the vector along ow is contiguous (where the plan's cost model
+//     prefers it, comparing both tiles plus the copy).
 // The pass only reorders loops and swaps a buffer; residues, borders and tiles come later.
-#include <fmt/format.h>
 
 #include <algorithm>
 
 #include "codegen/cpu/passes/cpu_pass_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
-#include "codegen/cpu/tile_model.hpp"
 
 namespace convjit::cpu {
 
 using namespace ir;
 namespace {
-
-// Cycles to copy one dy element into the transposed scratch (a strided gather, lane by lane).
-constexpr double kTransposeCyclesPerElement = 1.5;
-
-std::int64_t ceil_div_pos(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // The chain of perfectly nested loops from `body` down to the tile; empty when the nest is not
 // a single chain.
@@ -42,29 +35,12 @@ std::vector<Loop*> loop_chain(std::vector<Stmt>& body) {
   return {};
 }
 
-// Whether the NHWC position form beats the channel form on `target` (whole-problem cycles).
-bool positions_win(const ConvProblem& p, const CpuInfo& cpu) {
-  const TileModel model = TileModel::of(cpu, p.dtype);
-  // Per residue row: the positions of one residue class, each a reduction over the taps that
-  // reach it and every output channel.
-  const std::int64_t q = ceil_div_pos(p.iw, p.stride_w);
-  const std::int64_t k = ceil_div_pos(p.kh, p.stride_h) * ceil_div_pos(p.kw, p.stride_w) * p.oc;
-  const double channel = model.best_cycles(TileForm::kOuterProduct, q, p.filter_in, k);
-  const double position = model.best_cycles(TileForm::kOuterProduct, p.filter_in, q, k);
-  const double rows = static_cast<double>(p.n * p.ih * p.stride_w);
-  const double copy =
-      kTransposeCyclesPerElement * static_cast<double>(p.n * p.oh * p.ow * p.oc);
-  return position * rows + copy < channel * rows;
-}
-
 }  // namespace
 
 LoopNest position_vectors(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
   const ConvProblem& p = nest.problem;
-  if (p.direction != ConvDirection::kBackpropData || p.is_empty()) return nest;
+  if (!plan.position_vectors) return nest;
   const bool nchw = p.format == DataFormat::kNCHW;
-  if (!nchw && (p.groups != 1 || !positions_win(p, cpu))) return nest;
   std::vector<Loop*> chain = loop_chain(nest.body);
   auto find = [&](VarRole role) {
     return std::find_if(chain.begin(), chain.end(),
@@ -155,7 +131,6 @@ LoopNest position_vectors(LoopNest nest, const CpuPlan& plan) {
                             return Stmt{std::move(s)};
                           });
     nest.body.insert(nest.body.begin(), std::move(copy));
-    add_summary(nest, "wvec");
   }
   return nest;
 }

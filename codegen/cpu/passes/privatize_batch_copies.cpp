@@ -179,11 +179,7 @@ class Privatize {
 }  // namespace
 
 LoopNest privatize_batch_copies(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
-  if (nest.problem.direction != ConvDirection::kBackpropData || nest.problem.is_empty())
-    return nest;
-  const int threads = plan.threads;
-  if (Privatize(nest, threads).run()) add_summary(nest, fmt::format("priv=x{}", threads));
+  if (plan.privatize_batch_copies) Privatize(nest, plan.threads).run();
   return nest;
 }
 

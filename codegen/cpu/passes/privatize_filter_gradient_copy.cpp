@@ -117,11 +117,8 @@ class PrivatizeCopy {
                        std::make_move_iterator(fill.end()));
     nest_.body.erase(nest_.body.begin() + static_cast<std::ptrdiff_t>(ci));
     nest_.buffers[static_cast<std::size_t>(scratch)].dims.front() = slots;
-    summary_ = fmt::format("priv=x{}", slots);
     return true;
   }
-
-  const std::string& summary() const { return summary_; }
 
  private:
   static bool contains(Stmt& s, const Loop* target) {
@@ -143,7 +140,6 @@ class PrivatizeCopy {
   }
 
   LoopNest& nest_;
-  std::string summary_;
 };
 
 }  // namespace
@@ -152,10 +148,7 @@ bool privatize_filter_gradient_copy(LoopNest& nest) {
   if (nest.problem.direction != ConvDirection::kBackpropFilter || nest.problem.is_empty()) {
     return false;
   }
-  PrivatizeCopy privatize(nest);
-  if (!privatize.run()) return false;
-  add_summary(nest, privatize.summary());
-  return true;
+  return PrivatizeCopy(nest).run();
 }
 
 }  // namespace convjit::cpu

@@ -41,20 +41,19 @@ std::int64_t reduce_points(const Tile& t) {
 
 class RegisterTile {
  public:
-  RegisterTile(LoopNest& nest, const CpuInfo& cpu)
-      : nest_(nest), cpu_(cpu), model_(TileModel::of(cpu, nest.problem.dtype)) {
-    // An output larger than the last-level cache is worth streaming, which takes tiles whose
-    // rows write whole lines: their columns then come in whole lines where the extent allows
-    // (NCHW rows of 112 floats: 48 + 48 + 16 rather than 40 + 40 + 32).
-    if (cpu.vector_bytes > 0 && output_outgrows_llc(nest, cpu)) {
+  RegisterTile(LoopNest& nest, const CpuPlan& plan)
+      : nest_(nest), cpu_(plan.cpu), model_(plan.tiles) {
+    // An output the plan streams takes tiles whose rows write whole lines: their columns then
+    // come in whole lines where the extent allows (NCHW rows of 112 floats: 48 + 48 + 16
+    // rather than 40 + 40 + 32).
+    if (plan.whole_line_output_tiles) {
       line_output_ = output_buffer(nest);
       line_elements_ = CpuInfo::kCacheLineBytes /
                        dtype_size(nest.buffers[static_cast<std::size_t>(line_output_)].dtype);
     }
   }
 
-  // `weight`: iterations of the loops around `body` (how often each statement runs).
-  void stmts(std::vector<Stmt>& body, std::int64_t weight) {
+  void stmts(std::vector<Stmt>& body) {
     std::vector<Stmt> out;
     for (Stmt& s : body) {
       auto* l = std::get_if<Loop>(&s.node);
@@ -63,29 +62,17 @@ class RegisterTile {
         continue;
       }
       if (Tile* t = single_tile(*l)) {
-        tile(nullptr, *l, *t, &out, weight);  // a column loop alone
+        tile(nullptr, *l, *t, &out);  // a column loop alone
       } else if (l->body.size() == 1 && std::holds_alternative<Loop>(l->body[0].node) &&
                  single_tile(std::get<Loop>(l->body[0].node)) != nullptr) {
         Loop& c = std::get<Loop>(l->body[0].node);
-        tile(l, c, *single_tile(c), &out, weight);
-      } else if (!distribute(*l, &out, weight)) {
-        stmts(l->body, weight * std::max<std::int64_t>(l->trip_count(), 1));
+        tile(l, c, *single_tile(c), &out);
+      } else if (!distribute(*l, &out)) {
+        stmts(l->body);
         out.push_back(std::move(s));
       }
     }
     body = std::move(out);
-  }
-
-  /// The tile shape that computes the most outputs, for the kernel's name.
-  std::string main_tile() const {
-    std::map<std::tuple<std::int64_t, std::int64_t, bool>, std::int64_t> outputs;
-    for (const Covered& c : covered_) outputs[{c.rows, c.cols, c.elementwise}] += c.outputs;
-    const auto best = std::max_element(outputs.begin(), outputs.end(), [](const auto& x, const auto& y) {
-      return x.second < y.second;
-    });
-    if (best == outputs.end()) return {};
-    const auto [rows, cols, elementwise] = best->first;
-    return fmt::format("r{}x{}{}", rows, cols, elementwise ? "e" : "");
   }
 
  private:
@@ -98,25 +85,21 @@ class RegisterTile {
   // A row loop around several column loops (border peeling split the W loop into parts):
   // distributed into one row loop per part, each tiled on its own, when some part then gets
   // rows. The parts write disjoint outputs and read only inputs, so the order is free.
-  bool distribute(Loop& l, std::vector<Stmt>* out, std::int64_t weight) {
+  bool distribute(Loop& l, std::vector<Stmt>* out) {
     if (l.body.size() < 2) return false;
     for (Stmt& s : l.body) {
       auto* c = std::get_if<Loop>(&s.node);
       if (c == nullptr || single_tile(*c) == nullptr) return false;
     }
     std::vector<Stmt> parts;
-    const std::size_t mark = covered_.size();
     bool rows = false;
     for (const Stmt& s : l.body) {
       Loop r = loop_header(l);
       r.body = {s};
       Loop& c = std::get<Loop>(r.body[0].node);
-      rows = tile(&r, c, *single_tile(c), &parts, weight) > 1 || rows;
+      rows = tile(&r, c, *single_tile(c), &parts) > 1 || rows;
     }
-    if (!rows) {
-      covered_.resize(mark);
-      return false;
-    }
+    if (!rows) return false;
     out->insert(out->end(), std::make_move_iterator(parts.begin()),
                 std::make_move_iterator(parts.end()));
     return true;
@@ -155,8 +138,7 @@ class RegisterTile {
   }
 
   // Tiles the (row loop, column loop) pair and returns the rows chosen.
-  std::int64_t tile(const Loop* r, const Loop& c, Tile t, std::vector<Stmt>* out,
-                    std::int64_t weight) {
+  std::int64_t tile(const Loop* r, const Loop& c, Tile t, std::vector<Stmt>* out) {
     bool ok = true;
     // Columns: one operand a vector along the loop with the other constant (outer product),
     // or both vectors (elementwise: depthwise channels). c is contiguous along it, or, in the
@@ -211,13 +193,6 @@ class RegisterTile {
         out->push_back(Stmt{c});
       }
       return 1;
-    }
-    {
-      const std::int64_t main_rows = row_extent / rows * rows;
-      const std::int64_t main_cols = (r != nullptr && !row_ok ? r->trip_count() : 1) *
-                                     (c.trip_count() / cols * cols);
-      covered_.push_back({rows, cols, form == TileForm::kElementwise && cols > 1,
-                          weight * main_rows * main_cols});
     }
     if (r == nullptr || rows == 1) {
       std::vector<Stmt> parts = col_parts(c, t, 1, cols);
@@ -300,16 +275,9 @@ class RegisterTile {
     return label.empty() ? std::string(tag) : fmt::format("{}, {}", label, tag);
   }
 
-  struct Covered {
-    std::int64_t rows, cols;
-    bool elementwise;
-    std::int64_t outputs;  // outputs this shape computes in the whole kernel
-  };
-
   LoopNest& nest_;
   const CpuInfo& cpu_;
   TileModel model_;
-  std::vector<Covered> covered_;
   int line_output_ = -1;            // the output whose tiles should write whole lines
   std::int64_t line_elements_ = 1;  // its elements per cache line
 };
@@ -317,13 +285,7 @@ class RegisterTile {
 }  // namespace
 
 LoopNest register_tile(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
-  RegisterTile rt(nest, cpu);
-  rt.stmts(nest.body, 1);
-  // The kernel is named after the tile that does most of its work (tails and borders are
-  // smaller versions of it).
-  const std::string main = rt.main_tile();
-  if (!main.empty()) add_summary(nest, main);
+  RegisterTile(nest, plan).stmts(nest.body);
   return nest;
 }
 

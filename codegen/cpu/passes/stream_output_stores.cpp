@@ -55,10 +55,8 @@ Writers writers_of(std::vector<Stmt>& body, int out) {
 }  // namespace
 
 LoopNest stream_output_stores(LoopNest nest, const CpuPlan& plan) {
-  const CpuInfo& cpu = plan.cpu;
-  if (cpu.vector_bytes == 0) return nest;  // the interpreter has no such stores
   const int out = output_buffer(nest);
-  if (out < 0 || !output_outgrows_llc(nest, cpu)) return nest;
+  if (!plan.stream_output || out < 0) return nest;
   // Never read back, and written only by plain tiles or only by copies.
   bool reads = false;
   for_each_access(nest.body, [&](const Access& a, bool writes) {
@@ -68,13 +66,11 @@ LoopNest stream_output_stores(LoopNest nest, const CpuPlan& plan) {
   if (reads || writers.others || (writers.plain_tiles && !writers.copies.empty())) return nest;
   if (!writers.copies.empty()) {
     for (Store* st : writers.copies) st->stream = true;
-    add_summary(nest, "nt");
     return nest;
   }
   // 16-bit outputs are stored from half-width registers: a line takes two vectors.
   const std::int64_t eb = dtype_size(nest.buffers[static_cast<std::size_t>(out)].dtype);
 
-  bool any = false;
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
     if (t.c.buffer != out) return;
     Affine offset;
@@ -84,9 +80,7 @@ LoopNest stream_output_stores(LoopNest nest, const CpuPlan& plan) {
     if ((t.cols * eb) % CpuInfo::kCacheLineBytes != 0) return;
     if (t.rows > 1 && (offset.coef_of(t.row_var) * eb) % CpuInfo::kCacheLineBytes != 0) return;
     t.stream = true;
-    any = true;
   });
-  if (any) add_summary(nest, "nt");
   return nest;
 }
 

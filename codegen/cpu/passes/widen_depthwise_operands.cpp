@@ -34,12 +34,9 @@ int f32_twin(LoopNest& nest, int from, const char* name, BufferRole role) {
 
 }  // namespace
 
-LoopNest widen_depthwise_operands(LoopNest nest, const CpuPlan&) {
+LoopNest widen_depthwise_operands(LoopNest nest, const CpuPlan& plan) {
   const ConvProblem& p = nest.problem;
-  if (!p.depthwise || p.direction != ConvDirection::kBackpropData ||
-      p.format != DataFormat::kNHWC || accumulator_dtype(p.dtype) == p.dtype || p.is_empty()) {
-    return nest;
-  }
+  if (!plan.widen_depthwise_operands) return nest;
   const int y = nest.buffer_of_kind(BufferKind::kY), w = nest.buffer_of_kind(BufferKind::kW);
   if (y < 0 || w < 0 || !dense_images(nest.buffers[static_cast<std::size_t>(y)]) ||
       !dense_images(nest.buffers[static_cast<std::size_t>(w)])) {
@@ -90,7 +87,6 @@ LoopNest widen_depthwise_operands(LoopNest nest, const CpuPlan&) {
   });
   nest.body.insert(nest.body.begin(), std::move(dy_copy));
   nest.body.insert(nest.body.begin(), std::move(filter_copy));
-  add_summary(nest, "f32ops");
   return nest;
 }
 

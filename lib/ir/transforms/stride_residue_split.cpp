@@ -4,7 +4,6 @@
 // t makes every division exact, so no multiply ever touches an inserted zero.
 #include <fmt/format.h>
 
-#include <map>
 #include <numeric>
 #include <string>
 
@@ -67,7 +66,6 @@ class ResidueSplit {
         part.label = l->label.empty() ? fmt::format("residue {}", r)
                                       : fmt::format("{}, residue {}", l->label, r);
         part.body = l->body;
-        split_[nest_.role_of(l->var)] = d;
         substitute(part.body, l->var, Affine::var(q, d) + r);
         for_each_tile(part.body, {}, [&](Tile& t, const VarRanges&) { resolve(t); });
         stmts(part.body);
@@ -167,28 +165,15 @@ class ResidueSplit {
     return true;
   }
 
- public:
-  /// The divisor the loops of each role (kInRow, kInCol) were split by.
-  std::int64_t split_by(VarRole role) const {
-    const auto it = split_.find(role);
-    return it == split_.end() ? 1 : it->second;
-  }
-
  private:
   LoopNest& nest_;
-  std::map<VarRole, std::int64_t> split_;
 };
 
 }  // namespace
 
 LoopNest stride_residue_split(LoopNest nest) {
   if (nest.problem.direction != ConvDirection::kBackpropData || nest.problem.is_empty()) return nest;
-  ResidueSplit split(nest);
-  split.stmts(nest.body);
-  // A stride whose taps an earlier pass already made exact (the NCHW depthwise repeated
-  // columns) splits nothing: the name says which dims were split.
-  const std::int64_t h = split.split_by(VarRole::kInRow), w = split.split_by(VarRole::kInCol);
-  if (h > 1 || w > 1) add_summary(nest, fmt::format("res{}x{}", h, w));
+  ResidueSplit(nest).stmts(nest.body);
   return nest;
 }
 
