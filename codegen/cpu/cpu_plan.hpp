@@ -98,6 +98,9 @@ struct CpuPlan final : codegen::Plan {
   /// One thread, 16-bit dW: accumulated into f32 partial sums, rounded once (acc=partial).
   bool partial_sums_for_rounding = false;
   BatchCopies batch_copies = BatchCopies::kNone;
+  /// The most bytes a per-thread copy of an operand may take and still be read from L2 between
+  /// its uses (half the core's L2): larger copies are made per row chunk, or not unblocked.
+  std::int64_t copy_budget_bytes = 0;
 
   // --- Every op ------------------------------------------------------------------------------
   /// The output outgrows the last-level cache: tiles writing it take whole cache lines of
@@ -115,8 +118,13 @@ CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads
 
 /// Output rows per chunk of a blocked filter-gradient reduction whose widest tile has
 /// `tile_cols` columns (the plan's blocking rule, applied by block_reduction to its tiles).
-std::int64_t reduction_chunk_rows(const ConvProblem& problem, const CpuInfo& cpu,
+std::int64_t reduction_chunk_rows(const ConvProblem& problem, const CpuPlan& plan,
                                   std::int64_t tile_cols);
+
+/// Whether a 16-bit filter gradient's per-image widened copy of x pays for itself with tiles of
+/// `tile_cols` columns: each x element is broadcast often enough that converting it once beats
+/// converting it at every broadcast.
+bool widening_input_pays(const ConvProblem& problem, std::int64_t tile_cols);
 
 /// The most chunks of output rows a blocked reduction emits as constant parts (each copies the
 /// tile nest) before its chunks grow instead.

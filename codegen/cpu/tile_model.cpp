@@ -7,15 +7,18 @@
 // estimate picks the shape; ties go to the first (fewer columns, fewer rows) candidate.
 #include "codegen/cpu/tile_model.hpp"
 
+#include "codegen/cpu/register_budget.hpp"
+
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
+#include <numeric>
 
 namespace convjit::cpu {
 namespace {
 
 // Register file assumed for the scalar core, so the interpreter sees the same shapes.
 constexpr int kGenericRegisters = 16;
-// Registers the x86 emitter keeps for per-row operand temporaries.
-constexpr int kTemporaries = 2;
 // Issue ports for loads, and the FMA latency in cycles (common to recent x86).
 constexpr double kLoadPorts = 2;
 constexpr double kFmaLatency = 4;
@@ -41,14 +44,38 @@ TileModel TileModel::of(const CpuInfo& cpu, DType dtype) {
   // Only a vector backend streams shared vectors; the scalar target keeps the plain count.
   m.streams_ = cpu.vector_registers > 0;
   m.fmas_per_cycle_ = std::max(cpu.fmas_per_cycle, 1);
+  m.vector_bytes_ = cpu.vector_bytes;
+  m.l1_bytes_ = cpu.l1_bytes;
   return m;
+}
+
+// Rows whose addresses differ by a multiple of an L1 way's span land in one L1 set: with 512
+// float channels only every other pixel reaches a new set, and a 12-row tile's taps evicted
+// each other (8x14x14x512 3x3: 23 GFLOP/s, 43 at 4 rows, against 49 for 496 channels). So rows
+// stop at the pixels that map to distinct sets, but not below 4, where reloading the filter's
+// taps for every few rows costs more than the conflicts (measured at 256, 512 and 1024
+// channels). With vectors narrower than a cache line (AVX2), rows further apart than a line
+// share none, each reads and writes parts of lines of its own, and beyond 4 such rows the tile
+// ran at half speed on the AVX2 host (8x112x112x32 3x3: 8.4 ms at 13 rows of one vector,
+// 3.6-3.7 ms at 4 rows of one or two; 1x112x112x32: 0.80 against 0.36-0.42 ms). A zmm vector
+// is a whole line, and there 12 rows 496 channels apart ran at full speed.
+std::int64_t TileModel::elementwise_row_limit(std::int64_t row_stride_bytes) const {
+  constexpr std::int64_t kL1Ways = 8;  // x86 cores since Sandy Bridge and Zen
+  constexpr std::int64_t kMinRows = 4;
+  const std::int64_t way_span = l1_bytes_ / kL1Ways;
+  const std::int64_t stride = std::llabs(row_stride_bytes);
+  if (way_span <= 0 || stride == 0) return std::numeric_limits<std::int64_t>::max();
+  if (vector_bytes_ < CpuInfo::kCacheLineBytes && stride > CpuInfo::kCacheLineBytes) {
+    return kMinRows;
+  }
+  return std::max(way_span / std::gcd(stride, way_span), kMinRows);
 }
 
 bool TileModel::fits(TileForm form, std::int64_t rows, std::int64_t vecs) const {
   // The shared vectors held in registers beside two temporaries, or (outer product) every
   // row's broadcast held and the shared vectors streamed through one temporary.
-  return rows * vecs + vecs + kTemporaries <= registers_ ||
-         (streams_ && form == TileForm::kOuterProduct && rows * (vecs + 1) + 1 <= registers_);
+  return rows <= held_rows(registers_, vecs, vecs) ||
+         (streams_ && form == TileForm::kOuterProduct && rows <= streamed_rows(registers_, vecs));
 }
 
 double TileModel::tile_cycles(TileForm form, std::int64_t rows, std::int64_t vecs,
@@ -95,7 +122,7 @@ TileShape TileModel::choose(TileForm form, std::int64_t row_extent, std::int64_t
       if (!fits(form, r, v)) break;
       // Streamed tiles only over whole vectors: with a masked vector (vmaskmovps on AVX2) the
       // streamed form measured slower than a held tile plus a column tail (NCHW 26-wide rows).
-      const bool held = r * v + v + kTemporaries <= registers_;
+      const bool held = r <= held_rows(registers_, v, v);
       if (!held && std::min(v * lanes_, col_extent) % lanes_ != 0) continue;
       const std::int64_t cols = std::min(v * lanes_, col_extent);
       if (col_granule > 1 && (cols % col_granule != 0 || col_extent % cols % col_granule != 0)) {

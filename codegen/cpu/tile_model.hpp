@@ -40,6 +40,10 @@ class TileModel {
   double best_cycles(TileForm form, std::int64_t row_extent, std::int64_t col_extent,
                      std::int64_t reduce_points) const;
 
+  /// Rows an elementwise (depthwise) tile may take when its rows stream vectors
+  /// `row_stride_bytes` apart: they stop at the rows that map to distinct L1 sets.
+  std::int64_t elementwise_row_limit(std::int64_t row_stride_bytes) const;
+
   /// Vector lanes of one accumulator register.
   std::int64_t lanes() const { return lanes_; }
 
@@ -59,6 +63,8 @@ class TileModel {
 
   std::int64_t lanes_ = 1;
   int registers_ = 16;
+  int vector_bytes_ = 0;
+  std::int64_t l1_bytes_ = CpuInfo::kDefaultL1Bytes;
   bool streams_ = false;
   double fmas_per_cycle_ = 2;
 };

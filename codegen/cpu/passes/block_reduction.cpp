@@ -319,7 +319,7 @@ LoopNest block_tiles(LoopNest nest, const CpuPlan& plan) {
   if (!find_reduce_vars(nest, &vars)) return nest;
   if (plan.columns_outside_rows) columns_outside_rows(nest.body);
   const std::int64_t rows =
-      plan.whole_image_chunks ? p.oh : reduction_chunk_rows(p, plan.cpu, widest_tile(nest));
+      plan.whole_image_chunks ? p.oh : reduction_chunk_rows(p, plan, widest_tile(nest));
   if (plan.reduction_blocking == ReductionBlocking::kRowSplit) {
     if (const std::int64_t split = split_rows(nest, vars, plan.threads, rows)) {
       nest.derived["chunk_rows"] = split;

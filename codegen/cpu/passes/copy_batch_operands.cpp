@@ -59,8 +59,9 @@ class BatchOperandCopies {
  public:
   /// `pairs`: interleave image pairs for vdpbf16ps; otherwise widen each image's dy (and x
   /// where that pays).
-  BatchOperandCopies(LoopNest& nest, std::int64_t l2_bytes, bool pairs)
-      : nest_(nest), l2_bytes_(l2_bytes), pairs_(pairs) {
+  /// `budget`: the plan's most bytes a copy may take and still be read from L2.
+  BatchOperandCopies(LoopNest& nest, std::int64_t budget, bool pairs)
+      : nest_(nest), budget_(budget), pairs_(pairs) {
     x_ = nest_.buffer_of_kind(BufferKind::kX);
     y_ = nest_.buffer_of_kind(BufferKind::kY);
     widen_x_ = !pairs_ && x_pays_for_its_copy();
@@ -140,14 +141,12 @@ class BatchOperandCopies {
   /// columns) times. The copy reads and writes each element once, about what two widened
   /// broadcasts cost; below four broadcasts per element (resnet_1x1: 64 FMAs per x element
   /// over 32-lane tile rows on AVX2) it is left out.
+  // The plan's rule for the widest tile the schedule made.
   bool x_pays_for_its_copy() {
-    const ConvProblem& p = nest_.problem;
     std::int64_t cols = 1;
     for_each_tile(nest_.body, {},
                   [&](Tile& t, const VarRanges&) { cols = std::max(cols, t.cols); });
-    const double fmas_per_element = static_cast<double>(p.kh * p.kw * p.oc * p.oh * p.ow) /
-                                    static_cast<double>(std::max<std::int64_t>(p.ih * p.iw, 1));
-    return fmas_per_element >= 4.0 * static_cast<double>(cols);
+    return widening_input_pays(nest_.problem, cols);
   }
 
   /// The tiles are the only readers of x and dy in `body` (no copy reads them there).
@@ -201,7 +200,7 @@ class BatchOperandCopies {
         copied += buffer(operand).strides[0] * dtype_size(accumulator_dtype(buffer(operand).dtype));
       }
     }
-    return (images->end == images_per_copy() || 2 * images->end * copied <= l2_bytes_) &&
+    return (images->end == images_per_copy() || images->end * copied <= budget_) &&
            only_tiles_read_operands(body);
   }
 
@@ -289,7 +288,7 @@ class BatchOperandCopies {
                   std::int64_t copy_elem_bytes) const {
     Placement p;
     p.whole = window(batch_body, operand, {slot_loop});
-    if (2 * p.whole.extent * copy_elem_bytes <= l2_bytes_) return p;
+    if (p.whole.extent * copy_elem_bytes <= budget_) return p;
     std::int64_t copied = 0;
     for (Stmt& s : batch_body) {
       auto* part = std::get_if<Loop>(&s.node);
@@ -563,7 +562,7 @@ class BatchOperandCopies {
   }
 
   LoopNest& nest_;
-  std::int64_t l2_bytes_;
+  std::int64_t budget_;
   bool pairs_;
   bool widen_x_ = false;
   int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xw_ = -1, yw_ = -1;
@@ -580,7 +579,7 @@ LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
   }
   if (plan.batch_copies == BatchCopies::kPairs) {
     LoopNest paired = nest;
-    if (BatchOperandCopies(paired, plan.cpu.l2_bytes, true).run(paired.body, nullptr) > 0) {
+    if (BatchOperandCopies(paired, plan.copy_budget_bytes, true).run(paired.body, nullptr) > 0) {
       return paired;
     }
     // No pair to form (one image per thread or batch loop, an odd unblocked count): the
@@ -588,7 +587,7 @@ LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
     // take its copies as well.
   }
   LoopNest widened = nest;
-  if (BatchOperandCopies(widened, plan.cpu.l2_bytes, false).run(widened.body, nullptr) == 0) {
+  if (BatchOperandCopies(widened, plan.copy_budget_bytes, false).run(widened.body, nullptr) == 0) {
     return nest;
   }
   return widened;

@@ -6,11 +6,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <limits>
-#include <map>
-#include <numeric>
-#include <tuple>
 
 #include "codegen/cpu/passes/cpu_pass_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
@@ -42,7 +37,7 @@ std::int64_t reduce_points(const Tile& t) {
 class RegisterTile {
  public:
   RegisterTile(LoopNest& nest, const CpuPlan& plan)
-      : nest_(nest), cpu_(plan.cpu), model_(plan.tiles) {
+      : nest_(nest), model_(plan.tiles) {
     // An output the plan streams takes tiles whose rows write whole lines: their columns then
     // come in whole lines where the extent allows (NCHW rows of 112 floats: 48 + 48 + 16
     // rather than 40 + 40 + 32).
@@ -106,35 +101,16 @@ class RegisterTile {
   }
 
   // Rows an elementwise (depthwise) tile may take when its rows are `row_stride` elements
-  // apart. Each row streams vectors of its own (dy's and dx's pixels), and rows whose
-  // addresses differ by a multiple of an L1 way's span land in one L1 set: with 512 float
-  // channels only every other pixel reaches a new set, and a 12-row tile's taps evicted each
-  // other (8x14x14x512 3x3: 23 GFLOP/s, 43 at 4 rows, against 49 for 496 channels). So rows
-  // stop at the pixels that map to distinct sets, but not below 4, where reloading the
-  // filter's taps for every few rows costs more than the conflicts (measured at 256, 512 and
-  // 1024 channels). With vectors narrower than a cache line (AVX2), rows further apart than
-  // a line share none, each reads and writes parts of lines of its own, and beyond 4 such rows
-  // the tile ran at half speed on the AVX2 host (8x112x112x32 3x3: 8.4 ms at 13 rows of one
-  // vector, 3.6-3.7 ms at 4 rows of one or two; 1x112x112x32: 0.80 against 0.36-0.42 ms).
-  // A zmm vector is a whole line, and there 12 rows 496 channels apart ran at full speed.
-  // The stride is taken in the widest element the tile streams: a 16-bit depthwise tile reads
-  // dy from an f32 copy (widen_depthwise_operands), whose rows are twice as far apart as dx's.
+  // apart: the plan's tile model's limit, the stride taken in the widest element the tile
+  // streams (a 16-bit depthwise tile reads dy from an f32 copy, widen_depthwise_operands,
+  // whose rows are twice as far apart as dx's).
   std::int64_t elementwise_row_limit(const Tile& t, std::int64_t row_stride) const {
-    constexpr std::int64_t kL1Ways = 8;  // x86 cores since Sandy Bridge and Zen
-    constexpr std::int64_t kMinRows = 4;
-    const std::int64_t way_span = cpu_.l1_bytes / kL1Ways;
     int elem_bytes = 0;
     for (const Access* a : {&t.a, &t.b, &t.c}) {
       elem_bytes = std::max(elem_bytes,
                             dtype_size(nest_.buffers[static_cast<std::size_t>(a->buffer)].dtype));
     }
-    const std::int64_t stride_bytes = std::llabs(row_stride) * elem_bytes;
-    if (way_span <= 0 || stride_bytes == 0) return std::numeric_limits<std::int64_t>::max();
-    if (cpu_.vector_bytes < CpuInfo::kCacheLineBytes && stride_bytes > CpuInfo::kCacheLineBytes) {
-      return kMinRows;
-    }
-    const std::int64_t distinct = way_span / std::gcd(stride_bytes, way_span);
-    return std::max(distinct, kMinRows);
+    return model_.elementwise_row_limit(row_stride * elem_bytes);
   }
 
   // Tiles the (row loop, column loop) pair and returns the rows chosen.
@@ -276,7 +252,6 @@ class RegisterTile {
   }
 
   LoopNest& nest_;
-  const CpuInfo& cpu_;
   TileModel model_;
   int line_output_ = -1;            // the output whose tiles should write whole lines
   std::int64_t line_elements_ = 1;  // its elements per cache line
