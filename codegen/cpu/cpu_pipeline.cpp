@@ -57,8 +57,10 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   add(true, "register_tile", &register_tile);
   add(plan.pair_output_channels, "pair_reduction", &pair_reduction);
   // The filter gradient's reduction blocked for the caches (it sees the border tiles' final
-  // ranges), then the parts all this made equal merged.
-  add(plan.reduction_blocking != ReductionBlocking::kNone || plan.columns_outside_rows,
+  // ranges) and split among the threads into partial sums, then the parts all this made equal
+  // merged.
+  add(plan.reduction_blocking != ReductionBlocking::kNone || plan.columns_outside_rows ||
+          plan.reduction_split != ReductionSplit::kNone || plan.partial_sums_for_rounding,
       "block_reduction", &block_reduction);
   add(true, "merge_equal_parts", &transform<&merge_equal_parts>);
   // Threads: per-image copies in per-thread slots, streamed output stores (once the tiles and

@@ -121,7 +121,7 @@ TEST(IrPassText, ParallelizeSplitsTheFilterGradientReduction) {
   t.reduction_split = ReductionSplit::kDims;
   t.split_dim = 0;
   t.split_chunks = 4;
-  EXPECT_EQ(print(parallelize(register_tile(border_peel(lower(p)), t), t)), R"(kernel backprop_filter float32 NHWC
+  EXPECT_EQ(print(parallelize(split_reduction(register_tile(border_peel(lower(p)), t), t), t)), R"(kernel backprop_filter float32 NHWC
 buffer x X float32 dims [480, 16, 16, 2] strides [512, 32, 2, 1]
 buffer dw W float32 dims [1, 1, 2, 3] strides [6, 6, 3, 1]
 buffer dy Y float32 dims [480, 8, 8, 3] strides [192, 24, 3, 1]

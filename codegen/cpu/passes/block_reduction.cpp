@@ -16,14 +16,13 @@
 // rows [begin + t*P, begin + (t+1)*P) of every tile (P per tile), walked in chunks of R rows, so
 // each thread's code is the same and every tile still covers whole rows of its range (border
 // tiles stay guard-free). The few rows left over (fewer than the threads, per tile) run after.
-// Each thread accumulates into its own partial sums, which are added up and rounded into dW
-// once at the end, so half types take this form too. The thread loop is serial here;
-// parallelize marks it parallel.
+// The thread loop starts serial, every thread accumulating into dW; split_reduction (the last
+// step of this pass) then gives each thread partial sums of its own and runs them at once.
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {
@@ -209,10 +208,10 @@ class BlockReduction {
   std::int64_t min_end_ = INT64_MAX;
 };
 
-// The row split: ["row threads" loop rt over threads { zero partial[rt], batch { row chunks,
-// tail } }, "row rest" batch loop into partial[0], dW = the sum of the partials]. Returns the
-// rows per chunk, or 0 (leaving the nest alone) when some tile's range has fewer rows than
-// threads.
+// The row split: [zero dW, "row threads" loop rt over threads { batch { row chunks, tail } },
+// "row rest" batch loop], every tile accumulating into dW: thread rt's part of each tile is rows
+// rt*P .. (rt+1)*P of its range, the rest the few rows left over. Returns the rows per chunk, or
+// 0 (leaving the nest alone) when some tile's range has fewer rows than threads.
 std::int64_t split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64_t max_chunk_rows) {
   const ConvProblem& p = nest.problem;
   std::int64_t min_rows = INT64_MAX;
@@ -281,30 +280,19 @@ std::int64_t split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64
   };
   finish(split, batch.var);
   finish(rest, rest.var);
-  // Each thread zeroes and accumulates its own partial sums; the leftover rows add into the
-  // first thread's, and dW is their sum, rounded once (so a half-type dW is too).
-  const int pb = add_partial_buffer(nest, threads);
-  auto into_partial = [&](std::vector<Stmt>& body, const Affine& chunk) {
-    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
-      std::vector<IndexExpr> idx = {IndexExpr(chunk)};
-      idx.insert(idx.end(), t.c.index.begin(), t.c.index.end());
-      t.c = Access{pb, std::move(idx)};
-    });
-  };
-  into_partial(split.body, Affine::var(split.var));
-  into_partial(rest.body, Affine::constant_of(0));
-  split.body.insert(
-      split.body.begin(),
-      loop_nest(nest, {p.kh, p.kw, p.filter_in, p.oc}, {"zkh", "zkw", "zi", "zo"},
-                [&](const std::vector<Affine>& v) {
-                  Store s;
-                  s.dst = Access{pb, {Affine::var(split.var), v[0], v[1], v[2], v[3]}};
-                  return Stmt{std::move(s)};
-                }));
+  // dW zeroed, then every thread's rows and the leftover rows accumulated into it, in order:
+  // split_reduction gives each thread partial sums of its own and runs the threads at once.
+  const int dw = nest.buffer_of_kind(BufferKind::kW);
+  Stmt zero = loop_nest(nest, {p.kh, p.kw, p.filter_in, p.oc}, {"zkh", "zkw", "zi", "zo"},
+                        [&](const std::vector<Affine>& v) {
+                          Store s;
+                          s.dst = Access{dw, {v[0], v[1], v[2], v[3]}};
+                          return Stmt{std::move(s)};
+                        });
   nest.body.clear();
+  nest.body.push_back(std::move(zero));
   nest.body.push_back(Stmt{std::move(split)});
   if (!rest.body.empty()) nest.body.push_back(Stmt{std::move(rest)});
-  nest.body.push_back(sum_partials(nest, pb, threads));
   return rows;
 }
 
@@ -345,15 +333,15 @@ LoopNest block_tiles(LoopNest nest, const CpuPlan& plan) {
 }  // namespace
 
 LoopNest block_reduction(LoopNest nest, const CpuPlan& plan) {
-  if (plan.reduction_blocking == ReductionBlocking::kNone && !plan.columns_outside_rows) {
-    return nest;
+  if (plan.reduction_blocking != ReductionBlocking::kNone || plan.columns_outside_rows) {
+    // Operand copies that run once per call (channels_last_out_backprop's) stay in front.
+    std::vector<Stmt> prologue = take_prologue(nest);
+    nest = block_tiles(std::move(nest), plan);
+    nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
+                     std::make_move_iterator(prologue.end()));
   }
-  // Operand copies that run once per call (channels_last_out_backprop's) stay in front.
-  std::vector<Stmt> prologue = take_prologue(nest);
-  nest = block_tiles(std::move(nest), plan);
-  nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
-                   std::make_move_iterator(prologue.end()));
-  return nest;
+  // Then the threads' partial sums, so no stage leaves a 16-bit dW accumulated in steps.
+  return split_reduction(std::move(nest), plan);
 }
 
 }  // namespace convjit::cpu

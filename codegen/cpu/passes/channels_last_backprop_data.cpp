@@ -16,7 +16,7 @@
 #include <tuple>
 
 #include "ir/lower.hpp"
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {

@@ -7,7 +7,7 @@
 //
 // The copy is as large as dy: an activation-sized scratch, which is what the NCHW layout costs
 // here (TensorFlow's own CPU kernels convert NCHW to NHWC the same way).
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {

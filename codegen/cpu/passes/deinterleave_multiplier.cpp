@@ -6,7 +6,7 @@
 // a multiplier of 1. The copies are plain Store nests, contiguous on the store side.
 #include <fmt/format.h>
 
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {

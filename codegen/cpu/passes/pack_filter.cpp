@@ -6,7 +6,7 @@
 // vectors, or take them as FMA memory operands, instead of widening every vector at every
 // reduction point (two extra vector ops each, on the pipes the FMAs need). The widening is
 // exact, so the results are the same bit for bit.
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {

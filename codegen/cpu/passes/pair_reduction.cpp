@@ -9,7 +9,7 @@
 // (ir.hpp). The packing copies write both members of each pair. All tiles read the one
 // packed filter, so the pass applies to all of them or to none: an odd number of output
 // channels (or a tile in any other form) keeps the widening f32 path.
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {

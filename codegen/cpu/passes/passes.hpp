@@ -58,7 +58,8 @@ ir::LoopNest pair_reduction(ir::LoopNest nest, const CpuPlan& plan);
 
 /// Backprop filter: hoists the batch and blocks of output rows (sized to stay in L2) out of
 /// the tiles' reduction, so every tile of a chunk reuses its x and dy rows from cache; the
-/// tiles then accumulate into dW, which a Store nest zeroes first.
+/// tiles then accumulate into dW, which a Store nest zeroes first. Then splits the reduction
+/// among the threads (split_reduction).
 ir::LoopNest block_reduction(ir::LoopNest nest, const CpuPlan& plan);
 
 
@@ -76,8 +77,13 @@ ir::LoopNest privatize_batch_copies(ir::LoopNest nest, const CpuPlan& plan);
 /// stores.
 ir::LoopNest stream_output_stores(ir::LoopNest nest, const CpuPlan& plan);
 
-/// Marks the outermost independent loops parallel; for backprop filter, first splits the
-/// spatial reduction into chunks with private partial sums reduced at the end.
+/// Backprop filter: splits the reduction among the threads as the plan chose, each chunk
+/// writing private partial sums that a final Store nest adds up and rounds once into dW (the
+/// one place partial sums are made). block_reduction's last step.
+ir::LoopNest split_reduction(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Marks the outermost independent loops parallel (the filter gradient's copy of dy first moved
+/// into the split's per-chunk batch loop).
 ir::LoopNest parallelize(ir::LoopNest nest, const CpuPlan& plan);
 
 /// 16-bit backprop filter NHWC, once the schedule is final. Bfloat16 on CPUs with

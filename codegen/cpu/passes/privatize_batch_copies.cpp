@@ -25,7 +25,7 @@
 #include <set>
 #include <span>
 
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {

@@ -7,7 +7,7 @@
 
 #include <algorithm>
 
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 #include "codegen/cpu/tile_model.hpp"
 

@@ -11,7 +11,7 @@
 // copy's Stores instead; the backend streams the parts it writes in whole lines.
 #include <functional>
 
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {

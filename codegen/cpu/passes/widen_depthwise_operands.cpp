@@ -14,7 +14,7 @@
 // is now widened once instead of at every one. The depth multiplier's copies
 // (deinterleave_multiplier) already write f32, and NCHW's dy planes likewise; both leave the tiles
 // reading scratch, which this pass then leaves alone.
-#include "codegen/cpu/passes/cpu_pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
 
 namespace convjit::cpu {
