@@ -61,7 +61,10 @@ std::string kernel_name(const ir::LoopNest& nest, const cpu::CpuInfo& target) {
 // Scratch blocks of one kernel, reused from run to run: a fresh multi-megabyte allocation per
 // run (activation-sized copies) comes back from the allocator as unmapped pages, and faulting
 // them in cost more than the copies themselves. One idle block is kept per kernel (released
-// with it); runs that overlap allocate their own.
+// with it, or when the cache asks); runs that overlap allocate their own. Blocks are never
+// cleared: every scratch the schedule reads it has written first (partial sums are zeroed by
+// the thread that owns them, padded copies write their borders), which the interpreter checks
+// by filling its scratch with NaN.
 class ScratchPool {
  public:
   using Block = std::unique_ptr<void, decltype(&std::free)>;
@@ -120,8 +123,6 @@ class X86Code final : public CompiledCode {
         return resource_exhausted(fmt::format("convjit could not allocate {} bytes of kernel scratch",
                                               layout_.scratch_bytes));
       }
-      // Scratch starts zeroed, as the IR's semantics (and the interpreter) define it.
-      std::memset(scratch.get(), 0, layout_.scratch_bytes);
       for (const x86::ScratchSlot& s : layout_.scratch) {
         table[static_cast<std::size_t>(s.buffer)] = static_cast<char*>(scratch.get()) + s.offset;
       }
