@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "support/numeric.hpp"
+#include "convjit/numeric.hpp"
 
 namespace convjit::ir {
 namespace {
