@@ -8,8 +8,9 @@
 // blocking of its reduction (after tiling, so it sees the border tiles' final ranges), the
 // merging of parts that all this made equal, per-thread operand copies (one chunk of images
 // per thread), non-temporal output stores (once the tiles and the buffers they write are
-// final), threads (they split whatever loops are left), and last the 16-bit filter gradient's
-// image pairs or widened images (they follow the per-thread batch loops the split made).
+// final), threads (they split whatever loops are left), the 16-bit filter gradient's image
+// pairs or widened images (they follow the per-thread batch loops the split made), and last a
+// sliced filter gradient's slices (the schedule before it was made for one slice).
 #include "codegen/cpu/cpu_pipeline.hpp"
 
 #include "codegen/cpu/passes/passes.hpp"
@@ -36,6 +37,9 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   auto add = [&](bool wanted, std::string_view name, LoopNest (*run)(LoopNest, const CpuPlan&)) {
     if (wanted) passes.push_back({name, run});
   };
+  // A filter gradient whose threads each own a slice of dW schedules one slice.
+  const bool sliced = plan.output_slices > 1;
+  add(sliced, "narrow_to_output_slice", &narrow_to_output_slice);
   // The layout the tiles take their vectors in, and the dy copies it reads.
   add(plan.channels_last_copies, "channels_last_backprop_data", &channels_last_backprop_data);
   add(plan.position_vectors, "position_vectors", &position_vectors);
@@ -70,6 +74,7 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   add(plan.stream_output, "stream_output_stores", &stream_output_stores);
   add(true, "parallelize", &parallelize);
   add(plan.batch_copies != BatchCopies::kNone, "copy_batch_operands", &copy_batch_operands);
+  add(sliced, "spread_output_slices", &spread_output_slices);
   return passes;
 }
 

@@ -66,6 +66,7 @@ std::string CpuPlan::describe() const {
   if (reduction_blocking != ReductionBlocking::kNone) {
     out += fmt::format(" reduction_blocking={}{}", kBlocking[static_cast<int>(reduction_blocking)],
                        whole_image_chunks ? "/whole_images" : "");
+    if (chunk_images > 1) out += fmt::format("/images={}", chunk_images);
   }
   flag(columns_outside_rows, "columns_outside_rows");
   if (reduction_split != ReductionSplit::kNone) {
@@ -73,6 +74,9 @@ std::string CpuPlan::describe() const {
     if (reduction_split == ReductionSplit::kDims) {
       out += fmt::format("/dim{}x{}", split_dim, split_chunks);
     }
+  }
+  if (output_slices > 1) {
+    out += fmt::format(" output_slices={}x{}", slices_of_input_channels ? "ic" : "oc", output_slices);
   }
   flag(partial_sums_for_rounding, "partial_sums_for_rounding");
   if (batch_copies != BatchCopies::kNone) {

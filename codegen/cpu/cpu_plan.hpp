@@ -90,10 +90,19 @@ struct CpuPlan final : codegen::Plan {
   /// kBatchChunks of whole images (everything fits, but the NCHW copy of dy should follow the
   /// images); otherwise chunks of reduction_chunk_rows() output rows.
   bool whole_image_chunks = false;
+  /// kBatchChunks: images per chunk, where one image holds fewer points than a chunk needs
+  /// (min_chunk_points); the chunks are then whole images (blk=nG).
+  std::int64_t chunk_images = 1;
   /// The tile loops of each tap interchanged so one column block's tiles run over all rows
   /// (with any blocking, and wherever the batch does not divide among the threads).
   bool columns_outside_rows = false;
   ReductionSplit reduction_split = ReductionSplit::kNone;
+  /// Threads that each own an equal slice of dW instead: its output channels (or input
+  /// channels) divided into this many slices, each reduced over everything by one thread, so
+  /// no thread keeps partial sums of the whole filter (slice=ocxT, icxT; 1: none). Every other
+  /// decision is then made for one slice on one thread (output_slice_problem).
+  std::int64_t output_slices = 1;
+  bool slices_of_input_channels = false;
   /// kDims: the reduce dim divided (0 n, 1 oh, 2 ow) and into how many chunks.
   int split_dim = 0;
   std::int64_t split_chunks = 1;
@@ -117,6 +126,15 @@ struct CpuPlan final : codegen::Plan {
 
 /// The plan for `problem` on `cpu` with up to `max_threads` threads.
 CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads);
+
+/// The problem one slice of an output-sliced filter gradient schedules: `problem` with the
+/// sliced channels divided by plan.output_slices.
+ConvProblem output_slice_problem(const ConvProblem& problem, const CpuPlan& plan);
+
+/// Reduce points each tile must cover per chunk of a blocked filter-gradient reduction so that
+/// reloading its accumulators from wherever dW lives (L1, L2, L3 or memory, by its size) costs
+/// at most a small share of the chunk's FMAs.
+std::int64_t min_chunk_points(const ConvProblem& problem, const CpuPlan& plan);
 
 /// Output rows per chunk of a blocked filter-gradient reduction whose widest tile has
 /// `tile_cols` columns (the plan's blocking rule, applied by block_reduction to its tiles).

@@ -167,7 +167,9 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
     add(plan.reduction_blocking == ReductionBlocking::kRowSplit,
         fmt::format("blk=ohx{},oh{}", plan.threads, rows->second));
     add(plan.reduction_blocking == ReductionBlocking::kBatchChunks,
-        rows->second < p.oh ? fmt::format("blk=n,oh{}", rows->second) : std::string("blk=n"));
+        rows->second < p.oh   ? fmt::format("blk=n,oh{}", rows->second)
+        : plan.chunk_images > 1 ? fmt::format("blk=n{}", plan.chunk_images)
+                                : std::string("blk=n"));
   }
   add(plan.privatize_batch_copies, fmt::format("priv=x{}", plan.threads));
   add(plan.stream_output && streams(nest.body), "nt");
@@ -191,6 +193,8 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
       break;
     }
   }
+  add(plan.output_slices > 1, fmt::format("slice={}x{}", plan.slices_of_input_channels ? "ic" : "oc",
+                                          plan.output_slices));
   add(plan.batch_copies != BatchCopies::kNone, batch_copies(nest));
   return fmt::format("{}", fmt::join(t, " "));
 }

@@ -2,6 +2,7 @@
 // the caches, how the threads share it (and where their partial sums live), and which copies
 // of its operands the tiles read.
 #include <algorithm>
+#include <cmath>
 
 #include "codegen/cpu/plan_rules.hpp"
 
@@ -14,13 +15,9 @@ constexpr double kL2Share = 0.5;
 // x per pixel. Measured on the benchmark suite: chunks of a half or a quarter of L1 ran
 // 10-25% slower than a fifth (the tiles' dW lines and the next tap's x rows need the rest).
 constexpr double kL1Share = 0.2;
-// Reduce points per accumulator lane a chunk gives each tile when the partial sums outgrow L2:
-// every chunk loads and stores all of them, from L3 then, and one-row chunks left the tiles
-// waiting on those loads. Measured on Zen 1 (ymm, f32, 8 lanes: 128 points), 1 thread:
-// resnet_3x3_s1_c128 from 1 to 5 rows 50.5-50.9 -> 46.9-47.4 ms, c256 from 2 to 7 rows 50.3-50.5
-// -> 47.6-48.1 ms, resnet_3x3_s2 from 1 to 5 rows 52.6-54.7 -> 49.2-51.3 ms; a filter that
-// stays in L2 (c64) ran the same at 1, 3 and 6 rows.
-constexpr std::int64_t kMinPointsPerLane = 16;
+// Share of a chunk's FMA time that reloading and storing back each tile's accumulators may
+// take: chunks give every tile enough reduce points to keep the reloads below it.
+constexpr double kReloadShare = 0.1;
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
@@ -66,6 +63,29 @@ bool pick_split(const ConvProblem& p, int threads, int* dim, std::int64_t* chunk
 
 }  // namespace
 
+std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
+  const CpuInfo& cpu = plan.cpu;
+  if (cpu.vector_bytes == 0) return 1;
+  const auto acc_bytes = static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
+  const double dw_bytes = static_cast<double>(p.kh * p.kw * p.filter_in * p.oc) * acc_bytes;
+  // Reloads from L1 or L2 hide behind the previous tile's FMAs (the core runs ahead that far):
+  // chunks of one row ran as fast as longer ones there. dW beyond L2 is revisited in L3, or
+  // in memory once it outgrows the core's share of L3.
+  if (dw_bytes <= kL2Share * static_cast<double>(cpu.l2_bytes)) return 1;
+  const bool in_llc = dw_bytes <= static_cast<double>(cpu.llc_bytes);
+  const double latency = in_llc ? CpuInfo::kL3LatencyCycles : CpuInfo::kMemoryLatencyCycles;
+  const double bandwidth = in_llc ? CpuInfo::kL3BytesPerCycle : CpuInfo::kMemoryBytesPerCycle;
+  // A tile of A accumulator vectors waits one latency and moves 2A vectors per chunk, against
+  // A FMAs per reduce point.
+  const TileShape tile = plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc,
+                                           p.n * p.oh * p.ow);
+  const double accumulators = static_cast<double>(
+      tile.rows * ((tile.cols + plan.tiles.lanes() - 1) / plan.tiles.lanes()));
+  const double reload = latency + 2.0 * accumulators * cpu.vector_bytes / bandwidth;
+  const double fma_cycles_per_point = accumulators / std::max(cpu.fmas_per_cycle, 1);
+  return static_cast<std::int64_t>(std::ceil(reload / (kReloadShare * fma_cycles_per_point)));
+}
+
 std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
                                   std::int64_t tile_cols) {
   const CpuInfo& cpu = plan.cpu;
@@ -80,21 +100,28 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
   // Vector columns: with the column blocks outside the row blocks, the tiles of one column
   // block reuse that block's slice of the chunk's dy rows and the x lines of their pixels, so
   // as many rows as keep those within a share of L1: each tile then streams from L1, not L2.
-  // Unless the partial sums outgrow L2: then enough rows that reloading the accumulators per
-  // chunk costs little.
+  // But at least the points that keep reloading the accumulators per chunk cheap.
+  const std::int64_t ow = std::max<std::int64_t>(p.ow, 1);
   const std::int64_t per_pixel = tile_cols * dtype_size(p.dtype) + CpuInfo::kCacheLineBytes;
   const auto pixels =
       static_cast<std::int64_t>(kL1Share * static_cast<double>(cpu.l1_bytes)) / per_pixel;
-  std::int64_t rows = pixels / std::max<std::int64_t>(p.ow, 1);
-  const std::int64_t acc_bytes = dtype_size(ir::accumulator_dtype(p.dtype));
-  const double partial_bytes = static_cast<double>(p.kh * p.kw * p.filter_in * p.oc * acc_bytes);
-  if (partial_bytes > kL2Share * static_cast<double>(cpu.l2_bytes)) {
-    const std::int64_t points = kMinPointsPerLane * cpu.lanes(static_cast<int>(acc_bytes));
-    rows = std::max(rows, (points + std::max<std::int64_t>(p.ow, 1) - 1) /
-                              std::max<std::int64_t>(p.ow, 1));
-  }
+  const std::int64_t rows = std::max(pixels / ow, (min_chunk_points(p, plan) + ow - 1) / ow);
   return std::clamp<std::int64_t>(rows, 1, std::max<std::int64_t>(p.oh, 1));
 }
+
+namespace {
+
+// The fewest images of `per_thread` (a divisor of it) whose points reach min_chunk_points.
+std::int64_t images_per_chunk(const ConvProblem& p, const CpuPlan& plan, std::int64_t per_thread) {
+  const std::int64_t points = std::max<std::int64_t>(p.oh * p.ow, 1);
+  const std::int64_t wanted = min_chunk_points(p, plan);
+  for (std::int64_t g = 1; g < per_thread; ++g) {
+    if (per_thread % g == 0 && g * points >= wanted) return g;
+  }
+  return per_thread;
+}
+
+}  // namespace
 
 // Broadcasts per x element at which its widened copy pays: f16 resnet_3x3_s1 71 -> 51 ms on
 // one AVX2 thread, bf16 54 -> 51; resnet_1x1's x, broadcast twice per element, stays.
@@ -105,8 +132,59 @@ bool widening_input_pays(const ConvProblem& p, std::int64_t tile_cols) {
   return fmas_per_element >= kMinBroadcasts * static_cast<double>(tile_cols);
 }
 
+namespace {
+
+// How the threads share a filter gradient: slices of dW, or the reduction. Threads that share
+// the reduction each keep partial sums of all of dW: zeroed, accumulated and added up at the
+// end, about 2T+1 copies of dW through memory. Threads that own a slice of dW's channels each
+// read all of the operand that is not sliced (x for output-channel slices, dy for input-channel
+// ones): T-1 extra reads of it. Slices win where dW outweighs the activations (deep layers,
+// few pixels and many channels), and wherever the batch leaves the reduction nothing to split.
+// Output-channel slices keep whole vectors; returns whether slices were chosen.
+bool choose_output_slices(const ConvProblem& p, CpuPlan& plan) {
+  const std::int64_t threads = plan.threads;
+  if (threads <= 1 || p.groups != 1 || p.depthwise) return false;
+  const auto eb = static_cast<double>(dtype_size(p.dtype));
+  const double dw = static_cast<double>(p.kh * p.kw * p.filter_in * p.oc) *
+                    static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
+  const double x = static_cast<double>(p.n * p.ih * p.iw * p.ic) * eb;
+  const double dy = static_cast<double>(p.n * p.oh * p.ow * p.oc) * eb;
+  const double t = static_cast<double>(threads);
+  const bool by_oc = p.oc % threads == 0 && (p.oc / threads) % plan.tiles.lanes() == 0;
+  const bool by_ic = p.ic % threads == 0;
+  if (!by_oc && !by_ic) return false;
+  const bool input_channels = !by_oc || (by_ic && dy < x);
+  const double sliced = (t - 1) * (input_channels ? dy : x);
+  const bool reduction_splits = p.n % threads == 0 || fewest_tap_rows(p) >= threads;
+  if (reduction_splits && sliced >= (2 * t + 1) * dw) return false;
+  plan.output_slices = threads;
+  plan.slices_of_input_channels = input_channels;
+  return true;
+}
+
+}  // namespace
+
+ConvProblem output_slice_problem(const ConvProblem& problem, const CpuPlan& plan) {
+  ConvProblem slice = problem;
+  if (plan.slices_of_input_channels) {
+    slice.ic = problem.ic / plan.output_slices;
+    slice.filter_in = slice.ic;
+  } else {
+    slice.oc = problem.oc / plan.output_slices;
+  }
+  return slice;
+}
+
 void plan_filter_gradient(const ConvProblem& p, CpuPlan& plan) {
   const CpuInfo& cpu = plan.cpu;
+  if (choose_output_slices(p, plan)) {
+    // Everything else is decided for one slice on one thread.
+    const int threads = plan.threads;
+    plan.threads = 1;
+    plan_filter_gradient(output_slice_problem(p, plan), plan);
+    plan.threads = threads;
+    return;
+  }
   const int threads = plan.threads;
   const bool half = ir::accumulator_dtype(p.dtype) != p.dtype;
   // NCHW: dy copied channels-last once per call so the tiles' column vectors (output channels)
@@ -115,6 +193,15 @@ void plan_filter_gradient(const ConvProblem& p, CpuPlan& plan) {
   // 5.9 us, as NHWC).
   plan.channels_last_out_backprop = p.format == DataFormat::kNCHW && p.groups == 1 &&
                                     !p.depthwise && cpu.vector_registers > 0 && p.oc >= 2;
+
+  // 16-bit NHWC: image pairs for vdpbf16ps, or each image widened to f32 once.
+  if (p.format == DataFormat::kNHWC && !p.depthwise) {
+    if (cpu.has_avx512_bf16 && p.dtype == DType::kBFloat16) {
+      plan.batch_copies = BatchCopies::kPairs;
+    } else if (cpu.vector_registers > 0 && widens_to_f32(p.dtype, cpu)) {
+      plan.batch_copies = BatchCopies::kWiden;
+    }
+  }
 
   // The batch does not divide among the threads: each thread takes a share of every tile's
   // rows instead (while every tile has a row for each thread), into its own partial sums.
@@ -134,6 +221,20 @@ void plan_filter_gradient(const ConvProblem& p, CpuPlan& plan) {
       plan.reduction_blocking = ReductionBlocking::kBatchChunks;
       plan.whole_image_chunks = fits;
       plan.columns_outside_rows = true;
+      // Images too small to give the tiles the points a chunk needs: chunks of several images
+      // (the per-image operand copies want one image per chunk), and one chunk of them all is
+      // no blocking at all, its columns still outside its rows (x and dy outgrow L2, so the
+      // operand the row blocks reread is one column block's dy). Each thread's images are a
+      // whole number of chunks.
+      const bool per_image_copies =
+          plan.channels_last_out_backprop || plan.batch_copies != BatchCopies::kNone;
+      if (!per_image_copies) {
+        plan.chunk_images = images_per_chunk(p, plan, p.n / threads);
+        if (plan.chunk_images == p.n) {
+          plan.reduction_blocking = ReductionBlocking::kNone;
+          plan.chunk_images = 1;
+        }
+      }
     }
     if (threads > 1 && plan.reduction_blocking == ReductionBlocking::kBatchChunks) {
       plan.reduction_split = ReductionSplit::kBatch;
@@ -148,14 +249,6 @@ void plan_filter_gradient(const ConvProblem& p, CpuPlan& plan) {
   plan.partial_sums_for_rounding =
       threads <= 1 && half && plan.reduction_blocking == ReductionBlocking::kBatchChunks;
 
-  // 16-bit NHWC: image pairs for vdpbf16ps, or each image widened to f32 once.
-  if (p.format == DataFormat::kNHWC && !p.depthwise) {
-    if (cpu.has_avx512_bf16 && p.dtype == DType::kBFloat16) {
-      plan.batch_copies = BatchCopies::kPairs;
-    } else if (cpu.vector_registers > 0 && widens_to_f32(p.dtype, cpu)) {
-      plan.batch_copies = BatchCopies::kWiden;
-    }
-  }
   plan.copy_budget_bytes = cpu.l2_bytes / 2;
 }
 

@@ -266,10 +266,13 @@ std::int64_t copied_dy_extent(const LoopNest& nest) {
 // every schedule form: unblocked tiles reducing over the images (one thread, and a chunk of
 // images per thread), and block_reduction's batch loops (a small L2 forces them), with an odd
 // image left to the unpaired tiles, and a batch that does not divide among the threads, split
-// by rows, where each thread copies only the rows it reads. A blocked image too large for half
-// the L2 is copied chunk by chunk: dy's rows per chunk of output rows. Where no pair forms
-// (one image, one image per thread) the f32 tiles read dy widened per image instead. Each
-// final nest matches the reference.
+// by rows, where each thread copies only the rows it reads; and threads that each own a slice
+// of dW's output channels, each pairing all the images (copying the windows of dy its channels
+// lie in). A blocked image too large for half the L2 is copied chunk by chunk: dy's rows per
+// chunk of output rows. Where no pair forms (one image, one image per thread) the f32 tiles
+// read dy widened per image instead. The threaded cases other than the slices have
+// activations large enough next to dW that the threads split the reduction. Each final nest
+// matches the reference.
 TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
   struct Case {
     std::int64_t n, hw, c, oc;
@@ -277,18 +280,21 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
     std::int64_t l2_bytes;
     bool last_image;  // an odd image in a batch loop runs unpaired
     bool paired = true;
-    bool window = false;  // the copies hold only the rows of dy a thread or chunk reads
+    bool window = false;  // the copies hold only the rows (or channels) of dy a slot reads
+    bool sliced = false;  // the threads own slices of dW's output channels
   };
   const Case cases[] = {
       {4, 6, 3, 18, 1, 1 << 20, false},                 // unblocked, one thread
-      {4, 12, 16, 32, 2, 1 << 20, false},               // unblocked, two images per thread
+      {4, 24, 16, 32, 2, 1 << 20, false},               // unblocked, two images per thread
       {5, 6, 3, 18, 1, 4096, true},                     // blocked: two pairs and a last image
-      {6, 12, 16, 32, 2, 4096, true},                   // blocked, three images per thread
+      {6, 24, 16, 32, 2, 4096, true, true, true},       // blocked, three images per thread
       {8, 40, 32, 32, 3, 1 << 20, false, true, true},   // 8 % 3 images: rows split
       {4, 24, 16, 32, 1, 4096, false, true, true},      // blocked: dy copied per row chunk
       {1, 6, 3, 18, 1, 1 << 20, false, false},          // one image
-      {2, 12, 16, 32, 2, 1 << 20, false, false},        // one image per thread
-      {2, 24, 16, 32, 4, 1 << 20, false, true, true}};  // rows split: a window of each pair
+      {2, 36, 16, 32, 2, 1 << 20, false, false},        // one image per thread
+      {2, 24, 16, 32, 4, 1 << 20, false, true, true},   // rows split: a window of each pair
+      {4, 12, 16, 32, 2, 1 << 20, false, true, true, true},  // output slices, all images each
+      {2, 12, 16, 32, 2, 4096, false, true, true, true}};    // output slices, blocked
   std::uint64_t seed = 301;
   for (const Case& c : cases) {
     const Geometry g{c.n, c.hw, c.hw - 1, c.c, 3, 2, c.c, c.oc, 1, 2, 1, 1, Padding::kSame};
@@ -304,6 +310,7 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
     const std::string text = print(nest);
     SCOPED_TRACE(text);
     EXPECT_EQ(nest.schedule_summary.find("par=") != std::string::npos, c.threads > 1);
+    EXPECT_EQ(nest.schedule_summary.find("slice=ocx") != std::string::npos, c.sliced);
     EXPECT_EQ(nest.schedule_summary.find("dp2n") != std::string::npos, c.paired);
     EXPECT_EQ(text.find("\"image pairs\"") != std::string::npos, c.paired);
     EXPECT_EQ(text.find("buffer xq scratch bfloat16") != std::string::npos, c.paired);
@@ -334,14 +341,16 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
     std::int64_t n, hw, c, oc;
     int threads;
     std::int64_t l2_bytes;
-    bool window = false;  // the copy holds only the rows of dy a thread or chunk reads
+    bool window = false;  // the copy holds only the rows (or channels) of dy a slot reads
+    bool sliced = false;  // the threads own slices of dW's output channels
   };
   const Case cases[] = {{3, 6, 3, 18, 1, 1 << 20},          // unblocked, one thread
-                        {4, 12, 16, 32, 2, 1 << 20},        // unblocked, two images per thread
+                        {4, 24, 16, 32, 2, 1 << 20},        // unblocked, two images per thread
                         {5, 6, 3, 18, 1, 4096},             // blocked
-                        {6, 12, 16, 32, 2, 4096},           // blocked, three images per thread
-                        {1, 24, 16, 32, 2, 1 << 20, true},  // rows split: each thread's window
-                        {4, 24, 16, 32, 1, 4096, true}};    // blocked: per row chunk
+                        {6, 24, 16, 32, 2, 4096, true},     // blocked, three images per thread
+                        {1, 48, 16, 32, 2, 1 << 20, true},  // rows split: each thread's window
+                        {4, 24, 16, 32, 1, 4096, true},     // blocked: per row chunk
+                        {4, 12, 16, 32, 2, 1 << 20, true, true}};  // output slices
   std::uint64_t seed = 401;
   for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {
     for (const Case& c : cases) {
@@ -357,13 +366,15 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
       const LoopNest nest = lower_and_schedule(p, t);
       const std::string text = print(nest);
       SCOPED_TRACE(text);
-      EXPECT_NE(nest.schedule_summary.find(c.oc == 32 ? "wxdy" : " wdy"), std::string::npos);
+      // x too where each element is broadcast often (32 output channels: 96 FMAs per x
+      // element over 16-lane tile rows; a slice's 16 are too few); then no tile reads x itself
+      // either.
+      const bool x_widened = c.oc == 32 && !c.sliced;
+      EXPECT_EQ(nest.schedule_summary.find("slice=ocx") != std::string::npos, c.sliced);
+      EXPECT_NE(nest.schedule_summary.find(x_widened ? "wxdy" : " wdy"), std::string::npos);
       EXPECT_NE(text.find("buffer dyw scratch float32"), std::string::npos);
       EXPECT_EQ(text.find("* dy["), std::string::npos);  // no tile reads dy itself
       EXPECT_EQ(copied_dy_extent(nest) < p.oh * p.ow * p.oc, c.window);
-      // x too where each element is broadcast often (32 output channels: 96 FMAs per x
-      // element over 16-lane tile rows); then no tile reads x itself either.
-      const bool x_widened = c.oc == 32;
       EXPECT_EQ(text.find("buffer xw scratch float32") != std::string::npos, x_widened);
       EXPECT_EQ(std::regex_search(text, std::regex(R"(= x\[[^\n]* \* )")), !x_widened);
       const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
@@ -373,6 +384,66 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
 
       expect_filter_gradient_matches(p, nest, c.threads, seed++);
     }
+  }
+}
+
+// Threads that each own a slice of dW (where the filter outweighs the activations) run the
+// schedule of one slice on windows of the op's tensors, each slice with scratch of its own (the
+// NCHW copy of dy, image pairs, widened images, rounding partial sums); where the activations
+// outweigh dW the threads split the reduction instead. Output- and input-channel slices, every
+// dtype, both layouts, strides and dilations, batches the threads do not divide, 2 to 4
+// threads. Each final nest matches the reference.
+TEST(IrOutputSlices, ThreadsOwnSlicesOfFiltersThatOutweighTheActivations) {
+  struct Case {
+    Geometry g;
+    DType dtype;
+    DataFormat format;
+    int threads;
+    const char* slices;  // the kernel name's token, nullptr: the reduction splits
+  };
+  const Case cases[] = {
+      {{2, 5, 5, 16, 3, 3, 16, 64, 1, 1, 1, 1, Padding::kSame}, DType::kFloat32,
+       DataFormat::kNHWC, 2, "slice=ocx2"},
+      // 40 output channels do not divide among 3 threads; one image does not either.
+      {{1, 5, 5, 48, 3, 3, 48, 40, 1, 1, 1, 1, Padding::kSame}, DType::kFloat32,
+       DataFormat::kNHWC, 3, "slice=icx3"},
+      {{3, 8, 8, 64, 1, 1, 64, 128, 1, 1, 1, 1, Padding::kValid}, DType::kBFloat16,
+       DataFormat::kNHWC, 4, "slice=ocx4"},
+      {{2, 12, 10, 64, 3, 2, 64, 64, 2, 1, 1, 2, Padding::kSame}, DType::kHalf, DataFormat::kNCHW,
+       2, "slice=icx2"},
+      {{2, 6, 6, 16, 3, 3, 16, 32, 1, 1, 1, 1, Padding::kSame}, DType::kFloat64,
+       DataFormat::kNCHW, 2, "slice=ocx2"},
+      {{2, 8, 7, 32, 3, 3, 32, 32, 1, 1, 1, 1, Padding::kSame}, DType::kBFloat16,
+       DataFormat::kNCHW, 2, "slice=ocx2"},
+      {{4, 40, 40, 8, 3, 3, 8, 16, 1, 1, 1, 1, Padding::kSame}, DType::kFloat32,
+       DataFormat::kNHWC, 2, nullptr}};
+  std::uint64_t seed = 501;
+  for (const Case& c : cases) {
+    const ConvProblem p = make_problem(c.g, ConvDirection::kBackpropFilter, c.dtype, c.format);
+    TestTarget t = generic_target(c.threads);
+    t.isa = Isa::kAvx512;
+    t.vector_bytes = 64;
+    t.vector_registers = 32;
+    t.has_fma = t.has_f16c = t.has_avx512_bf16 = true;
+    const LoopNest nest = lower_and_schedule(p, t);
+    SCOPED_TRACE(print(nest));
+    if (c.slices != nullptr) {
+      EXPECT_NE(nest.schedule_summary.find(c.slices), std::string::npos);
+      EXPECT_EQ(nest.schedule_summary.find("split="), std::string::npos);
+      // One parallel loop over the slices holds everything; every scratch has a slot per slice.
+      ASSERT_EQ(nest.body.size(), 1u);
+      const auto* slices = std::get_if<Loop>(&nest.body[0].node);
+      ASSERT_NE(slices, nullptr);
+      EXPECT_EQ(slices->kind, LoopKind::kParallel);
+      EXPECT_EQ(slices->trip_count(), c.threads);
+      for (const Buffer& b : nest.buffers) {
+        if (b.kind == BufferKind::kScratch) EXPECT_EQ(b.dims[0], c.threads) << b.name;
+      }
+    } else {
+      EXPECT_EQ(nest.schedule_summary.find("slice="), std::string::npos);
+      EXPECT_NE(nest.schedule_summary.find("split="), std::string::npos);
+    }
+    expect_filter_gradient_matches(p, nest, c.threads, seed++);
   }
 }
 

@@ -22,11 +22,11 @@
 namespace convjit::codegen {
 namespace {
 
-ConvProblem problem_of(OpKind op, DType dtype, std::int64_t c) {
+ConvProblem problem_of(OpKind op, DType dtype, std::int64_t c, std::int64_t hw = 14) {
   OpDescriptor d;
   d.op = OpKind::kConv2D;
   d.dtype = dtype;
-  d.input = {2, 14, 14, c};
+  d.input = {2, hw, hw, c};
   d.filter = {3, 3, c, c};
   d.strides = {1, 1, 1, 1};
   d.padding = Padding::kSame;
@@ -315,10 +315,19 @@ TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   EXPECT_EQ(s.compares, 1);
   EXPECT_TRUE(std::regex_search(c.disassembly, std::regex(R"(vpmovzxwd zmm\d+,YMMWORD PTR)")));
   EXPECT_NE(c.disassembly.find("vpord"), std::string::npos);
-  // Two threads take one image each: no pair to form, so the f32 FMAs read dy and x widened
-  // once per image into the thread's slot, and the hot loop converts nothing.
-  Compiled one =
+  // Two threads each own half of dW's output channels over both images (the filter outweighs
+  // the activations): a pair each.
+  Compiled sliced =
       compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t, 2);
+  ASSERT_TRUE(sliced.code);
+  EXPECT_NE(sliced.code->name().find("_slice=ocx2"), std::string::npos) << sliced.code->name();
+  EXPECT_NE(sliced.code->name().find("_dp2n"), std::string::npos) << sliced.code->name();
+  EXPECT_NE(sliced.disassembly.find("vdpbf16ps"), std::string::npos);
+  // Where the activations outweigh dW two threads split the batch instead and take one image
+  // each: no pair to form, so the f32 FMAs read dy and x widened once per image into the
+  // thread's slot, and the hot loop converts nothing.
+  Compiled one = compile_for_target(
+      problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 16, 56), t, 2);
   ASSERT_TRUE(one.code);
   EXPECT_NE(one.code->name().find("_wxdy"), std::string::npos) << one.code->name();
   EXPECT_EQ(one.disassembly.find("vdpbf16ps"), std::string::npos);

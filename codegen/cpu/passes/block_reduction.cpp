@@ -121,8 +121,8 @@ void columns_outside_rows(std::vector<Stmt>& body) {
 
 class BlockReduction {
  public:
-  BlockReduction(LoopNest& nest, ReduceVars vars, std::int64_t rows)
-      : nest_(nest), vars_(vars), rows_(rows) {}
+  BlockReduction(LoopNest& nest, ReduceVars vars, std::int64_t rows, std::int64_t images)
+      : nest_(nest), vars_(vars), rows_(rows), images_(images) {}
 
   // Chunks of `rows` output rows that clip some tile's oh range and so run as constant parts.
   static std::int64_t constant_chunks(std::int64_t oh, std::int64_t max_begin, std::int64_t min_end,
@@ -154,7 +154,7 @@ class BlockReduction {
     const std::int64_t hi = std::max(lo, std::min(min_end_, p.oh) / rows_);
     Loop batch;
     batch.var = nest_.new_var("nb", VarRole::kBatch);
-    batch.end = p.n;
+    batch.end = p.n / images_;
     batch.label = "batch";
     for (std::int64_t c = 0; c < lo; ++c) batch.body.push_back(constant_chunk(c));
     if (hi > lo) {
@@ -175,9 +175,15 @@ class BlockReduction {
       batch.body.push_back(Stmt{std::move(mid)});
     }
     for (std::int64_t c = hi; c < chunks; ++c) batch.body.push_back(constant_chunk(c));
+    // Each chunk: image nb of one, or images [nb*G, nb*G + G) of G each.
     for_each_tile(batch.body, {}, [&](Tile& t, const VarRanges&) {
-      substitute(t, vars_.n, Affine::var(batch.var));
-      t.reduce.erase(t.reduce.begin());
+      if (images_ > 1) {
+        substitute(t, vars_.n, Affine::var(batch.var, images_) + Affine::var(vars_.n));
+        t.reduce[0].end = images_;
+      } else {
+        substitute(t, vars_.n, Affine::var(batch.var));
+        t.reduce.erase(t.reduce.begin());
+      }
       t.accumulate = true;
     });
     // The first and last chunks hold tiles whose taps reach none of their rows (a top filter
@@ -210,6 +216,7 @@ class BlockReduction {
   LoopNest& nest_;
   ReduceVars vars_;
   std::int64_t rows_;
+  std::int64_t images_;
   std::int64_t max_begin_ = 0;
   std::int64_t min_end_ = INT64_MAX;
 };
@@ -306,14 +313,15 @@ LoopNest block_tiles(LoopNest nest, const CpuPlan& plan) {
   ReduceVars vars;
   if (!find_reduce_vars(nest, &vars)) return nest;
   if (plan.columns_outside_rows) columns_outside_rows(nest.body);
-  const std::int64_t rows =
-      plan.whole_image_chunks ? p.oh : reduction_chunk_rows(p, plan, widest_tile(nest));
+  const std::int64_t rows = plan.whole_image_chunks || plan.chunk_images > 1
+                                ? p.oh
+                                : reduction_chunk_rows(p, plan, widest_tile(nest));
   if (plan.reduction_blocking == ReductionBlocking::kRowSplit) {
     if (const std::int64_t split = split_rows(nest, vars, plan.threads, rows)) {
       nest.derived["chunk_rows"] = split;
     }
   } else if (plan.reduction_blocking == ReductionBlocking::kBatchChunks) {
-    BlockReduction block(nest, vars, rows);
+    BlockReduction block(nest, vars, rows, plan.chunk_images);
     block.scan();
     // Constant parts (chunks some tile's rows clip) copy the tile nest: past a few, the
     // chunks grow instead.

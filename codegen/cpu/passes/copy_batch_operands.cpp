@@ -23,8 +23,8 @@
 //
 // x's pair is then one dword per input channel (the row broadcast) and dyq's pairs are dword
 // lanes along the output channels (the column vector), the form emit_paired_tile takes. Each
-// copy walks an image as one run (x and dy are dense) and stores both members of a pair per
-// element, which the emitter turns into vector interleaves. The copies read each image once,
+// copy walks an image as one run (each image of x and dy lies in one) and stores both members
+// of a pair per element, which the emitter turns into vector interleaves. The copies read each image once,
 // as the tiles did. A batch loop that is itself parallel, tiles that read other images, or an
 // odd unblocked image count keep the widening f32 tiles, and take the widened copies below.
 //
@@ -572,9 +572,10 @@ class BatchOperandCopies {
 
 LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
   if (plan.batch_copies == BatchCopies::kNone) return nest;
-  // The copies walk each image of x and dy as one run.
-  if (!dense_images(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) ||
-      !dense_images(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
+  // The copies walk each image of x and dy as one run (an output slice's copies take the other
+  // slices' channels between its own along).
+  if (!images_in_runs(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) ||
+      !images_in_runs(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
     return nest;
   }
   if (plan.batch_copies == BatchCopies::kPairs) {

@@ -82,7 +82,8 @@ LoopNest parallelize(LoopNest nest, const CpuPlan& plan) {
   // chunk, before loops are marked parallel (so the copy never becomes a parallel loop of its
   // own).
   if (plan.channels_last_out_backprop) privatize_filter_gradient_copy(nest);
-  if (plan.threads <= 1) return nest;
+  // Output slices are the threads' split (spread_output_slices): each slice runs serially.
+  if (plan.threads <= 1 || plan.output_slices > 1) return nest;
   // A split reduction already has its parallel loop at the top; what follows it is small.
   if (plan.reduction_split == ReductionSplit::kNone) unwrap_single_trips(nest.body);
   Parallelize(nest, plan.threads).stmts(nest.body);

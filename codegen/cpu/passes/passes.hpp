@@ -12,6 +12,15 @@ namespace convjit::cpu {
 /// so every later pass schedules it as NHWC.
 ir::LoopNest channels_last_backprop_data(ir::LoopNest nest, const CpuPlan& plan);
 
+/// Backprop filter split into output slices (one per thread): the schedule of one slice, lowered
+/// as a problem of its own over windows of the op's tensors (their real strides). The first
+/// pass of such a schedule; it replaces the nest.
+ir::LoopNest narrow_to_output_slice(ir::LoopNest nest, const CpuPlan& plan);
+
+/// The last pass of an output-sliced schedule: the slice's nest runs once per slice in a
+/// parallel loop, at the slice's offset in the sliced tensors, each slice with scratch of its own.
+ir::LoopNest spread_output_slices(ir::LoopNest nest, const CpuPlan& plan);
+
 /// Backprop data: reorders the input-channel loop inside the H loop so tiles can take rows over
 /// channels and vectors along W: always for NCHW (every channel shares the dy vector), and for
 /// NHWC when the cost model prefers W vectors over a mostly masked channel vector (few

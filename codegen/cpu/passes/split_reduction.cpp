@@ -108,17 +108,18 @@ void zero_into_partial(Loop& zero, int pb, const Affine& chunk) {
 // The batch loop splits into `chunks` parallel parts; each zeroes and accumulates its own
 // partial sums.
 bool split_batch(LoopNest& nest, std::int64_t chunks) {
-  const ConvProblem& p = nest.problem;
-  if (nest.body.size() != 2 || p.n % chunks != 0) return false;
+  if (nest.body.size() != 2) return false;
   auto* zero = std::get_if<Loop>(&nest.body[0].node);
   auto* batch = std::get_if<Loop>(&nest.body[1].node);
-  if (zero == nullptr || batch == nullptr || nest.role_of(batch->var) != VarRole::kBatch) {
+  // The batch loop walks images, or chunks of several images each (blk=nG).
+  if (zero == nullptr || batch == nullptr || nest.role_of(batch->var) != VarRole::kBatch ||
+      batch->begin != 0 || batch->step != 1 || batch->end % chunks != 0) {
     return false;
   }
   const int pb = add_partial_buffer(nest, chunks);
   Loop chunk_loop = chunk_loop_of(nest, chunks);
   const Affine ch = Affine::var(chunk_loop.var);
-  const std::int64_t len = p.n / chunks;
+  const std::int64_t len = batch->end / chunks;
   batch->end = len;
   substitute(batch->body, batch->var, ch * len + Affine::var(batch->var));
   into_partial(batch->body, pb, ch);

@@ -255,6 +255,16 @@ bool dense_images(const Buffer& b) {
          b.strides[1] == b.dims[2] * b.strides[2] && b.strides[0] == b.dims[1] * b.strides[1];
 }
 
+bool images_in_runs(const Buffer& b) {
+  if (b.dims.size() != 4 || b.strides[3] != 1) return false;
+  std::int64_t last = 0;  // the image's last element, from its first
+  for (std::size_t d = 1; d < 4; ++d) {
+    if (b.strides[d] <= 0) return false;
+    last += (b.dims[d] - 1) * b.strides[d];
+  }
+  return b.strides[0] > last;
+}
+
 int add_copy_scratch(LoopNest& nest, int from, CopyScratch copy) {
   Buffer b = nest.buffers[static_cast<std::size_t>(from)];
   b.name = std::move(copy.name);

@@ -98,6 +98,11 @@ int output_buffer(const LoopNest& nest);
 bool dense_images(const Buffer& b);
 
 
+/// Whether each of `b`'s images lies in its own run of strides[0] elements with the channels
+/// contiguous: dense images, or a window of their channels (an output slice's view of them).
+/// A copy may then walk an image's part as one run, other channels in it included.
+bool images_in_runs(const Buffer& b);
+
 /// A nest of serial loops [0, extents[d]) named `names[d]` (outer first) around the statement
 /// `body` builds from the loop variables.
 Stmt loop_nest(LoopNest& nest, const std::vector<std::int64_t>& extents,
