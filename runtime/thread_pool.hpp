@@ -2,6 +2,7 @@
 // which an embedding framework's parallel loop replaces it.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -46,6 +47,7 @@ class ThreadPool {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
+  std::atomic<int> queued_{0};  // queue_.size(), for the workers to spin on without the mutex
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };
