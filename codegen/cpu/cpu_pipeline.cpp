@@ -30,6 +30,14 @@ LoopNest transform(LoopNest nest, const CpuPlan&) {
   return kTransform(std::move(nest));
 }
 
+// Borders peeled, but for W's where the plan keeps depthwise rows of the whole width (their
+// tiles skip the taps past the borders themselves).
+LoopNest peel_borders(LoopNest nest, const CpuPlan& plan) {
+  std::vector<VarRole> keep_guarded;
+  if (plan.whole_width_rows) keep_guarded.push_back(VarRole::kInCol);
+  return border_peel(std::move(nest), keep_guarded);
+}
+
 }  // namespace
 
 std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
@@ -49,7 +57,7 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   // then the guards' borders peeled so the interior tiles have none.
   add(true, "stride_residue_split", &transform<&stride_residue_split>);
   add(plan.pad_out_backprop_copies, "pad_transposed_out_backprop", &pad_transposed_out_backprop);
-  add(true, "border_peel", &transform<&border_peel>);
+  add(true, "border_peel", &peel_borders);
   // Operand layouts: the packed (and channel-blocked) filter, the depth multiplier's and the
   // NCHW filter gradient's copies, 16-bit depthwise operands in f32.
   add(plan.pack_filter, "pack_filter", &pack_filter);

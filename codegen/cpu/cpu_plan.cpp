@@ -58,6 +58,7 @@ std::string CpuPlan::describe() const {
   flag(deinterleave_multiplier, "deinterleave_multiplier");
   flag(widen_depthwise_operands, "widen_depthwise_operands");
   flag(pair_output_channels, "pair_output_channels");
+  flag(whole_width_rows, "whole_width_rows");
   flag(privatize_batch_copies, "privatize_batch_copies");
   flag(channels_last_out_backprop, "channels_last_out_backprop");
   static constexpr const char* kBlocking[] = {"none", "batch_chunks", "row_split"};

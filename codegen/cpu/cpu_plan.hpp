@@ -80,6 +80,11 @@ struct CpuPlan final : codegen::Plan {
   bool widen_depthwise_operands = false;
   /// bfloat16 with vdpbf16ps: the packed filter's output channels in pairs (dp2).
   bool pair_output_channels = false;
+  /// NHWC depthwise: W's borders stay guarded and each tile's rows span the whole width, so
+  /// the x86 emitter's sliding-window tile reads each dy vector once per filter row and skips
+  /// the taps past the borders, where border peeling left a one-position tile per border
+  /// column (wrow).
+  bool whole_width_rows = false;
   /// Operand copies per image walked in one chunk of images per thread (priv=xT).
   bool privatize_batch_copies = false;
 

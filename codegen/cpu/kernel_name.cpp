@@ -160,6 +160,7 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
   add(plan.deinterleave_multiplier, fmt::format("deint{}", p.oc_per_group()));
   add(plan.channels_last_out_backprop, "dyc");
   add(plan.widen_depthwise_operands, "f32ops");
+  add(plan.whole_width_rows, "wrow");
   add(true, main_tile(nest));
   add(plan.pair_output_channels, "dp2");
   const auto rows = nest.derived.find("chunk_rows");

@@ -13,6 +13,12 @@ namespace {
 constexpr double kTransposeCyclesPerElement = 1.5;
 // Share of L2 the packed filter may fill and still count as staying there between rows.
 constexpr double kFilterL2Share = 0.5;
+// NHWC depthwise rows span the whole width once its border positions (where some tap leaves
+// dy) are this share of it: each would otherwise be a tile of one position loading a dy vector
+// per FMA. Measured on Zen 5, one thread: 8x56x56x144 3x3 (2 of 56) 154 -> 176 GFLOP/s with
+// whole rows, 8x112x112x32 3x3 (2 of 112) 191 -> 163: the peeled interior's two-vector tiles
+// win once the borders are that few.
+constexpr double kWholeWidthBorderShare = 1.0 / 32;
 
 std::int64_t ceil_div_pos(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -105,6 +111,9 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
     }
   }
 
+  plan.whole_width_rows =
+      p.depthwise && !nchw && vectors &&
+      static_cast<double>(p.kw_eff() - 1) >= kWholeWidthBorderShare * static_cast<double>(p.iw);
   plan.deinterleave_multiplier = !nchw && p.filter_in == 1 && p.groups > 1 && mult > 1;
   plan.widen_depthwise_operands = p.depthwise && !nchw && !plan.deinterleave_multiplier &&
                                   ir::accumulator_dtype(p.dtype) != p.dtype;

@@ -16,7 +16,6 @@ namespace {
 constexpr std::array<int, 7> kCounterRegs = {Operand::RBX, Operand::R9,  Operand::R10,
                                              Operand::R11, Operand::R12, Operand::R13,
                                              Operand::R14};
-constexpr std::int64_t kFullUnrollTrip = 8;
 
 }  // namespace
 

@@ -101,6 +101,7 @@ void Emitter::emit_tile(const ir::Tile& t) {
   analyze_access(nest_, t.a, t.row_var, t.col_var, t.cols, &a);
   analyze_access(nest_, t.b, t.row_var, t.col_var, t.cols, &b);
   analyze_access(nest_, t.c, t.row_var, t.col_var, t.cols, &c);
+  if (emit_sliding_tile(t, a, b, c)) return;
   const DType acc = tile_accumulator(a.dtype, b.dtype, c.dtype);
   const bool f64 = acc == DType::kFloat64;
   const std::int64_t vl = lanes(acc);

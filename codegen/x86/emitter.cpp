@@ -195,7 +195,10 @@ void Emitter::emit_loop(const ir::Loop& loop) {
   if (trip == 0) return;
   mov_imm(slot(loop.var), loop.begin);
   if (trip == 1) {
+    // Its variable is a constant the tiles inside may evaluate their guards with.
+    known_[loop.var] = loop.begin;
     for (const ir::Stmt& s : loop.body) emit_stmt(s);
+    known_.erase(loop.var);
     return;
   }
   Label body;

@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include <xbyak/xbyak.h>
@@ -64,10 +65,18 @@ class Emitter : public Xbyak::CodeGenerator {
   void add_imm(const Xbyak::Reg64& reg, std::int64_t value);
   void mov_imm(const Xbyak::Address& dst, std::int64_t value);
 
-  // ---- tiles (emit_tile.cpp, emit_paired_tile.cpp)
+  // ---- tiles (emit_tile.cpp, emit_paired_tile.cpp, emit_sliding_tile.cpp)
   void emit_tile(const ir::Tile& tile);
   // A paired bfloat16 tile: one vdpbf16ps per (row, vector) per pair of reduction points.
   void emit_paired_tile(const ir::Tile& tile);
+  // An elementwise tile whose rows read overlapping windows of `a` along its innermost reduce
+  // loop (a depthwise input gradient's rows of W positions against the filter's taps along
+  // W): that loop's taps of `b` held in registers and each distinct vector of `a` loaded once
+  // for every (row, tap) that reads it, the (row, tap) pairs its guards exclude left out
+  // (guards on the row, that loop and constants only). Returns false, emitting nothing, where
+  // the tile is not of that form or its registers do not fit.
+  bool emit_sliding_tile(const ir::Tile& tile, const AccessInfo& a, const AccessInfo& b,
+                         const AccessInfo& c);
   // One accumulator of a tile and where it goes.
   struct TileStore {
     int acc;
@@ -80,6 +89,8 @@ class Emitter : public Xbyak::CodeGenerator {
                         const std::vector<TileStore>& stores, int t1, int t2);
 
   // ---- a tile's reduction loops (emit_reduce.cpp)
+  // Innermost reduce loops of at most this many iterations are unrolled whole.
+  static constexpr std::int64_t kFullUnrollTrip = 8;
   // Where the innermost reduce loop's unrolled copies are: its variable and step, and the a
   // and b pointer steps in bytes per iteration.
   struct ReduceCursor {
@@ -185,6 +196,8 @@ class Emitter : public Xbyak::CodeGenerator {
   bool streamed_ = false;
   // Register holding each variable inside a tile (reduce counters), or none: its slot.
   std::vector<int> var_reg_;
+  // Variables of the single-iteration loops around the current statement, with their values.
+  std::map<ir::VarId, std::int64_t> known_;
   // vreg() and hreg() by index, made once: an Xbyak register built per instruction (bit
   // fields written one by one, then read whole) was a tenth of the code generation time.
   static constexpr int kVectorRegisters = 32;

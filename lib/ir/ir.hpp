@@ -167,7 +167,8 @@ struct ReduceLoop {
 /// outer product (a stride residue's W positions are strided: written once per tile); with
 /// rows > 1, b is independent of row_var (in the elementwise form the operand that moves with
 /// the row is a). Tiles under a loop labelled "interior" with no border-labelled loop ("top",
-/// "bottom", "left", "right", "low", "high") around them have no guards.
+/// "bottom", "left", "right", "low", "high", or "guarded": a loop border_peel was asked to keep
+/// whole) around them have no guards.
 ///
 /// A paired tile (`paired`, set by pair_reduction for bfloat16 where the CPU has
 /// `vdpbf16ps`) takes two reduction products per point: acc[r][v] += a*b + a2*b2, a2 and b2

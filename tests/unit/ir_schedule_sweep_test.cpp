@@ -125,7 +125,7 @@ bool has_divisor(const std::vector<Stmt>& body) {
 }
 
 bool is_border_label(const std::string& label) {
-  for (const char* side : {"top", "bottom", "left", "right", "low", "high"}) {
+  for (const char* side : {"top", "bottom", "left", "right", "low", "high", "guarded"}) {
     if (label.find(side) != std::string::npos) return true;
   }
   return false;

@@ -37,7 +37,7 @@ std::int64_t reduce_points(const Tile& t) {
 class RegisterTile {
  public:
   RegisterTile(LoopNest& nest, const CpuPlan& plan)
-      : nest_(nest), model_(plan.tiles) {
+      : nest_(nest), model_(plan.tiles), whole_width_rows_(plan.whole_width_rows) {
     // An output the plan streams takes tiles whose rows write whole lines: their columns then
     // come in whole lines where the extent allows (NCHW rows of 112 floats: 48 + 48 + 16
     // rather than 40 + 40 + 32).
@@ -161,6 +161,15 @@ class RegisterTile {
             model_.choose(form, std::min(row_extent, limit), col_extent, reduce_points(t), granule);
       }
     }
+    // Depthwise rows of the whole width, W's borders still guarded (the plan's
+    // whole_width_rows): one vector of channels (a whole line where the output is streamed),
+    // as many rows as W has positions; the x86 emitter takes them in groups its registers hold
+    // and skips the taps past the borders.
+    if (whole_width_rows_ && form == TileForm::kElementwise && row_ok &&
+        nest_.role_of(r->var) == VarRole::kInCol && guards_var(t, r->var)) {
+      shape.rows = row_extent;
+      shape.cols = std::min(col_extent, std::max(model_.lanes(), granule));
+    }
     const std::int64_t rows = shape.rows, cols = shape.cols;
     if (rows == 1 && cols == 1) {
       if (r != nullptr) {
@@ -251,8 +260,14 @@ class RegisterTile {
     return label.empty() ? std::string(tag) : fmt::format("{}, {}", label, tag);
   }
 
+  static bool guards_var(const Tile& t, VarId var) {
+    return std::any_of(t.guards.begin(), t.guards.end(),
+                       [&](const Guard& g) { return g.expr.numer.coef_of(var) != 0; });
+  }
+
   LoopNest& nest_;
   TileModel model_;
+  bool whole_width_rows_ = false;
   int line_output_ = -1;            // the output whose tiles should write whole lines
   std::int64_t line_elements_ = 1;  // its elements per cache line
 };

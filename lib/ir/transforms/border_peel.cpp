@@ -18,7 +18,8 @@ constexpr std::int64_t kMaxUnrolledBorder = 4;
 
 class BorderPeel {
  public:
-  explicit BorderPeel(LoopNest& nest) : nest_(nest) {}
+  BorderPeel(LoopNest& nest, const std::vector<VarRole>& keep_guarded)
+      : nest_(nest), keep_guarded_(keep_guarded) {}
 
   void stmts(std::vector<Stmt>& body, const VarRanges& env) {
     std::vector<Stmt> out;
@@ -37,7 +38,9 @@ class BorderPeel {
   void peel(Loop l, const VarRanges& env, std::vector<Stmt>* out) {
     std::int64_t lo = l.begin, hi = l.end;  // interior [lo, hi)
     bool guarded = false;
-    if (l.step == 1) {
+    const bool keep = std::find(keep_guarded_.begin(), keep_guarded_.end(),
+                                nest_.role_of(l.var)) != keep_guarded_.end();
+    if (l.step == 1 && !keep) {
       for_each_tile(l.body, env, [&](Tile& t, const VarRanges& inner) {
         VarRanges ranges = inner;
         if (!tile_ranges(t, &ranges)) return;
@@ -69,6 +72,10 @@ class BorderPeel {
       VarRanges inner = env;
       inner[l.var] = {l.begin, l.begin + (l.trip_count() - 1) * l.step};
       stmts(l.body, inner);
+      // A loop kept whole whose tiles still guard its variable says so, as border parts do.
+      if (keep && guards_var(l.body, l.var)) {
+        l.label = l.label.empty() ? "guarded" : fmt::format("{}, guarded", l.label);
+      }
       out->push_back(Stmt{std::move(l)});
       return;
     }
@@ -116,6 +123,14 @@ class BorderPeel {
     out->push_back(Stmt{std::move(p)});
   }
 
+  static bool guards_var(std::vector<Stmt>& body, VarId var) {
+    bool any = false;
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      for (const Guard& g : t.guards) any = any || g.expr.numer.coef_of(var) != 0;
+    });
+    return any;
+  }
+
   std::pair<const char*, const char*> side_names(VarId v) const {
     switch (nest_.role_of(v)) {
       case VarRole::kInRow:
@@ -129,12 +144,13 @@ class BorderPeel {
   }
 
   LoopNest& nest_;
+  const std::vector<VarRole>& keep_guarded_;
 };
 
 }  // namespace
 
-LoopNest border_peel(LoopNest nest) {
-  BorderPeel(nest).stmts(nest.body, {});
+LoopNest border_peel(LoopNest nest, const std::vector<VarRole>& keep_guarded) {
+  BorderPeel(nest, keep_guarded).stmts(nest.body, {});
   return nest;
 }
 

@@ -3,6 +3,8 @@
 // about the machine. Backends put them in their pass lists where they need them.
 #pragma once
 
+#include <vector>
+
 #include "ir/ir.hpp"
 
 namespace convjit::ir {
@@ -14,8 +16,10 @@ LoopNest stride_residue_split(LoopNest nest);
 
 /// Splits loops whose variable appears in tile guards into border parts and an interior where
 /// every guard provably holds and is removed. Short border parts are unrolled to single
-/// iterations, whose guards become tighter reduce-loop bounds.
-LoopNest border_peel(LoopNest nest);
+/// iterations, whose guards become tighter reduce-loop bounds. Loops of the roles in
+/// `keep_guarded` stay whole, their guards in the tiles (a backend that evaluates them per row
+/// of a tile spanning the loop).
+LoopNest border_peel(LoopNest nest, const std::vector<VarRole>& keep_guarded = {});
 
 /// Joins adjacent serial loops over one variable whose bodies are the same code on every
 /// iteration (peeled parts that blocking made alike) into one loop, so it is generated once.
