@@ -206,11 +206,12 @@ Array import_array(nb::handle object, const char* name, const std::string& op, b
                 shape_text(v.shape_ptr(), v.ndim()));
   }
   for (std::size_t i = 0; i < 4; ++i) array.shape[i] = static_cast<std::int64_t>(v.shape(i));
-  // Row-major (C order) only; a dimension of size 1 may have any stride.
+  // Row-major (C order) only; a dimension of size 1 (or an empty array) may have any stride.
   std::int64_t expected = 1;
+  const bool empty = array.shape[0] == 0 || array.shape[1] == 0 || array.shape[2] == 0 || array.shape[3] == 0;
   for (int i = 3; i >= 0; --i) {
     const auto d = static_cast<std::size_t>(i);
-    if (array.shape[d] != 1 && v.stride(d) != expected) {
+    if (!empty && array.shape[d] != 1 && v.stride(d) != expected) {
       std::int64_t strides[4];
       for (std::size_t k = 0; k < 4; ++k) strides[k] = v.stride(k);
       raise_error(op + ": " + name + " must be C-contiguous (row-major), but its strides are " +
