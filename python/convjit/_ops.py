@@ -217,6 +217,9 @@ def compile(op, *, dtype="float32", device="cpu", backend=None, num_threads=0, *
     if not isinstance(op, str):
         raise _convjit.Error("op must be a string, but got %r" % (op,))
     tf_op = _PY_NAMES.get(op, op)
+    if tf_op not in _PY_NAMES.values():
+        raise _convjit.Error("unknown op '%s'; convjit compiles %s (or their TensorFlow names, e.g. "
+                             "Conv2DBackpropInput)" % (op, ", ".join(_PY_NAMES)))
     unknown = sorted(set(attrs) - set(_ATTR_NAMES))
     if unknown:
         raise _convjit.Error("compile(%s) got unknown attribute(s) %s; it takes %s" % (

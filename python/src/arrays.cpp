@@ -167,7 +167,9 @@ convjit_dtype parse_dtype(nb::handle dtype) {
   if (nb::isinstance<nb::str>(dtype)) {
     name = nb::cast<std::string>(dtype);
   } else if (nb::object attr = nb::getattr(dtype, "name", nb::none()); nb::isinstance<nb::str>(attr)) {
-    name = nb::cast<std::string>(attr);  // NumPy / ml_dtypes / TensorFlow dtypes, type objects
+    name = nb::cast<std::string>(attr);  // NumPy / ml_dtypes / TensorFlow dtype objects
+  } else if (PyType_Check(dtype.ptr())) {
+    name = nb::cast<std::string>(dtype.attr("__name__"));  // numpy.float16, ml_dtypes.bfloat16
   } else {
     name = nb::cast<std::string>(nb::str(dtype));  // torch.float32 -> "torch.float32"
   }

@@ -28,13 +28,19 @@ namespace {
 std::vector<std::int64_t> int_list(nb::handle values, const char* name) {
   std::vector<std::int64_t> out;
   if (values.is_none()) return out;
-  if (!PySequence_Check(values.ptr()) && !nb::hasattr(values, "__iter__")) {
-    raise_error(std::string(name) + " must be a list of integers");
+  if (nb::isinstance<nb::str>(values) || nb::isinstance<nb::bytes>(values) ||
+      (!PySequence_Check(values.ptr()) && !nb::hasattr(values, "__iter__"))) {
+    raise_error(std::string(name) + " must be a list of integers, but got " +
+                nb::cast<std::string>(nb::repr(values)));
   }
   for (nb::handle item : values) {
     PyObject* index = PyNumber_Index(item.ptr());
     if (index == nullptr) {
       PyErr_Clear();
+      if (nb::isinstance<nb::str>(item) || nb::isinstance<nb::bytes>(item)) {
+        raise_error(std::string(name) + " must be a list of integers, but holds " +
+                    nb::cast<std::string>(nb::repr(item)));
+      }
       nb::object as_int = nb::steal(PyNumber_Long(item.ptr()));  // 0-d tensors
       if (!as_int.is_valid()) {
         PyErr_Clear();
