@@ -14,11 +14,16 @@ find_path(NLOHMANN_JSON_INCLUDE_DIR nlohmann/json.hpp REQUIRED)
 add_library(convjit_fmt INTERFACE)
 target_link_libraries(convjit_fmt INTERFACE fmt::fmt-header-only)
 
-# Header-only and inlined dependencies, bundled into one private interface target.
+# Header-only and inlined dependencies: as plain directories and definitions (the library applies
+# them privately, so an installed static libconvjit.a names no build-time target), and bundled
+# into one interface target for the tests and tools.
+get_target_property(CONVJIT_FMT_INCLUDE_DIRS fmt::fmt-header-only INTERFACE_INCLUDE_DIRECTORIES)
+set(CONVJIT_DEPS_INCLUDE_DIRS
+  ${XBYAK_INCLUDE_DIR} ${XXHASH_INCLUDE_DIR} ${NLOHMANN_JSON_INCLUDE_DIR} ${CONVJIT_FMT_INCLUDE_DIRS})
+set(CONVJIT_DEPS_DEFINITIONS XXH_INLINE_ALL FMT_HEADER_ONLY=1)
 add_library(convjit_deps INTERFACE)
-target_include_directories(convjit_deps SYSTEM INTERFACE
-  ${XBYAK_INCLUDE_DIR} ${XXHASH_INCLUDE_DIR} ${NLOHMANN_JSON_INCLUDE_DIR})
-target_compile_definitions(convjit_deps INTERFACE XXH_INLINE_ALL)
+target_include_directories(convjit_deps SYSTEM INTERFACE ${CONVJIT_DEPS_INCLUDE_DIRS})
+target_compile_definitions(convjit_deps INTERFACE ${CONVJIT_DEPS_DEFINITIONS})
 target_link_libraries(convjit_deps INTERFACE convjit_fmt)
 
 find_package(CUDAToolkit QUIET)

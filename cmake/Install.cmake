@@ -26,13 +26,17 @@ install(FILES ${PROJECT_BINARY_DIR}/convjitConfig.cmake ${PROJECT_BINARY_DIR}/co
 
 # pkg-config: the prefix is found relative to the .pc file (${pcfiledir}), so a prefix can move.
 file(RELATIVE_PATH CONVJIT_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+set(CONVJIT_PC_DL "")
+foreach(lib IN LISTS CMAKE_DL_LIBS)
+  string(APPEND CONVJIT_PC_DL " -l${lib}")
+endforeach()
 if(CONVJIT_STATIC)
   # A static archive brings its own dependencies: C++ runtime, threads, dlopen.
-  set(CONVJIT_PC_LIBS "-L\${libdir} -lconvjit -lstdc++ -lm -lpthread ${CMAKE_DL_LIBS}")
+  set(CONVJIT_PC_LIBS "-L\${libdir} -lconvjit -lstdc++ -lm -lpthread${CONVJIT_PC_DL}")
   set(CONVJIT_PC_LIBS_PRIVATE "")
 else()
   set(CONVJIT_PC_LIBS "-L\${libdir} -lconvjit")
-  set(CONVJIT_PC_LIBS_PRIVATE "-lpthread ${CMAKE_DL_LIBS}")
+  set(CONVJIT_PC_LIBS_PRIVATE "-lpthread${CONVJIT_PC_DL}")
 endif()
 configure_file(cmake/convjit.pc.in ${PROJECT_BINARY_DIR}/convjit.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/convjit.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -19,8 +19,11 @@ else()
     $<BUILD_INTERFACE:${CONVJIT_GENERATED_INCLUDE_DIR}>
     $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
   set(CONVJIT_VERSION_SCRIPT ${PROJECT_SOURCE_DIR}/cmake/convjit.map)
-  target_link_options(convjit_shared PRIVATE
-    -Wl,--version-script=${CONVJIT_VERSION_SCRIPT} -Wl,--no-undefined)
+  target_link_options(convjit_shared PRIVATE -Wl,--version-script=${CONVJIT_VERSION_SCRIPT})
+  if(NOT CONVJIT_SANITIZE)
+    # Every symbol resolved at link time (a sanitizer's runtime is the executable's, with clang).
+    target_link_options(convjit_shared PRIVATE -Wl,--no-undefined)
+  endif()
   set_target_properties(convjit_shared PROPERTIES
     OUTPUT_NAME convjit EXPORT_NAME convjit
     VERSION ${PROJECT_VERSION} SOVERSION ${PROJECT_VERSION_MAJOR}

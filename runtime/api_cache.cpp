@@ -1,6 +1,6 @@
 // The C API of convjit/cache.h: the disk cache's listing, totals and purge as JSON, over
 // runtime/disk_cache. Every entry point catches everything: no exception crosses the ABI.
-#include "convjit/cache.h"
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cctype>
@@ -9,13 +9,12 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include <fmt/format.h>
-#include <nlohmann/json.hpp>
-
+#include "convjit/cache.h"
 #include "convjit/types.hpp"
 #include "runtime/api_c_error.hpp"
 #include "runtime/disk_cache/disk_cache.hpp"
@@ -55,9 +54,8 @@ convjit_status open_configured(OpenedCache* opened) {
     return CONVJIT_OK;
   }
   if (cache.status().code() == convjit::StatusCode::kNotFound) return CONVJIT_OK;
-  return c_api_fail(CONVJIT_UNAVAILABLE,
-                    fmt::format("cannot use the kernel cache at {}: {}", opened->directory,
-                                cache.status().message()));
+  return c_api_fail(CONVJIT_UNAVAILABLE, fmt::format("cannot use the kernel cache at {}: {}",
+                                                     opened->directory, cache.status().message()));
 }
 
 // `convjit cache --op/--dtype/--backend/--isa`, with the same matching rules.
@@ -241,7 +239,8 @@ convjit_status guarded(const char* function, Body&& body) {
 extern "C" {
 
 convjit_status convjit_cache_list_json(char** json) {
-  if (json == nullptr) return c_api_fail(CONVJIT_INVALID_ARGUMENT, "convjit_cache_list_json: json is NULL");
+  if (json == nullptr)
+    return c_api_fail(CONVJIT_INVALID_ARGUMENT, "convjit_cache_list_json: json is NULL");
   *json = nullptr;
   return guarded("convjit_cache_list_json", [&] {
     OpenedCache opened;
@@ -251,7 +250,8 @@ convjit_status convjit_cache_list_json(char** json) {
 }
 
 convjit_status convjit_cache_stats_json(char** json) {
-  if (json == nullptr) return c_api_fail(CONVJIT_INVALID_ARGUMENT, "convjit_cache_stats_json: json is NULL");
+  if (json == nullptr)
+    return c_api_fail(CONVJIT_INVALID_ARGUMENT, "convjit_cache_stats_json: json is NULL");
   *json = nullptr;
   return guarded("convjit_cache_stats_json", [&] {
     OpenedCache opened;
@@ -262,7 +262,8 @@ convjit_status convjit_cache_stats_json(char** json) {
 
 convjit_status convjit_cache_purge(const convjit_cache_purge_options* options, char** json) {
   if (json != nullptr) *json = nullptr;
-  if (options == nullptr) return c_api_fail(CONVJIT_INVALID_ARGUMENT, "convjit_cache_purge: options is NULL");
+  if (options == nullptr)
+    return c_api_fail(CONVJIT_INVALID_ARGUMENT, "convjit_cache_purge: options is NULL");
   const bool filtered = optional_text(options->op) || optional_text(options->dtype) ||
                         optional_text(options->backend) || optional_text(options->isa);
   if (!options->all && options->older_than_seconds <= 0 && !options->has_max_bytes && !filtered) {

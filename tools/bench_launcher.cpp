@@ -1,5 +1,7 @@
 #include "tools/bench_launcher.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,9 +9,6 @@
 #include <filesystem>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
-#include <fmt/ostream.h>
 
 #include "tools/cli_args.hpp"
 

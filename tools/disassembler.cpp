@@ -1,14 +1,13 @@
 #include "tools/disassembler.hpp"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <array>
+#include <cstdlib>
 #include <mutex>
 #include <vector>
-
-#include <fmt/format.h>
 
 namespace convjit::cli {
 namespace {
@@ -20,9 +19,8 @@ using DisasmContext = void*;
 using CreateDisasmFn = DisasmContext (*)(const char* triple, void* info, int tag_type,
                                          void* get_op_info, void* symbol_lookup);
 using SetOptionsFn = int (*)(DisasmContext, std::uint64_t options);
-using DisasmInstructionFn = std::size_t (*)(DisasmContext, std::uint8_t* bytes,
-                                            std::uint64_t size, std::uint64_t pc, char* out,
-                                            std::size_t out_size);
+using DisasmInstructionFn = std::size_t (*)(DisasmContext, std::uint8_t* bytes, std::uint64_t size,
+                                            std::uint64_t pc, char* out, std::size_t out_size);
 using DisposeFn = void (*)(DisasmContext);
 using InitFn = void (*)();
 
@@ -38,11 +36,23 @@ struct Llvm {
 };
 
 // The newest LLVM first; any release with the C API will do.
-constexpr std::array kLibraryNames{
-    "libLLVM.so.22.1", "libLLVM-22.so", "libLLVM.so.22", "libLLVM.so.21.1", "libLLVM-21.so",
-    "libLLVM.so.20.1", "libLLVM-20.so", "libLLVM-19.so",   "libLLVM-18.so",   "libLLVM-17.so",
-    "libLLVM-16.so",   "libLLVM-15.so", "libLLVM-15.so.1", "libLLVM-14.so",   "libLLVM-14.so.1",
-    "libLLVM.so",      "/usr/lib/llvm-22/lib/libLLVM.so"};
+constexpr std::array kLibraryNames{"libLLVM.so.22.1",
+                                   "libLLVM-22.so",
+                                   "libLLVM.so.22",
+                                   "libLLVM.so.21.1",
+                                   "libLLVM-21.so",
+                                   "libLLVM.so.20.1",
+                                   "libLLVM-20.so",
+                                   "libLLVM-19.so",
+                                   "libLLVM-18.so",
+                                   "libLLVM-17.so",
+                                   "libLLVM-16.so",
+                                   "libLLVM-15.so",
+                                   "libLLVM-15.so.1",
+                                   "libLLVM-14.so",
+                                   "libLLVM-14.so.1",
+                                   "libLLVM.so",
+                                   "/usr/lib/llvm-22/lib/libLLVM.so"};
 
 template <typename Fn>
 Fn symbol(void* handle, const char* name) {
@@ -70,8 +80,8 @@ const Llvm* load_llvm() {
       llvm.set_options = symbol<SetOptionsFn>(handle, "LLVMSetDisasmOptions");
       llvm.instruction = symbol<DisasmInstructionFn>(handle, "LLVMDisasmInstruction");
       llvm.dispose = symbol<DisposeFn>(handle, "LLVMDisasmDispose");
-      if (!info || !mc || !disassembler || !llvm.create || !llvm.set_options ||
-          !llvm.instruction || !llvm.dispose) {
+      if (!info || !mc || !disassembler || !llvm.create || !llvm.set_options || !llvm.instruction ||
+          !llvm.dispose) {
         ::dlclose(handle);
         continue;
       }
@@ -94,10 +104,11 @@ bool disassembler_available() { return load_llvm() != nullptr; }
 std::string disassemble_x86_64(std::span<const std::uint8_t> code) {
   const Llvm* llvm = load_llvm();
   if (llvm == nullptr) {
-    return fmt::format("  disassembly unavailable (LLVM not found): {} bytes of x86-64 code. "
-                       "Install libLLVM (e.g. llvm-22), or dump them with `convjit cache show KEY "
-                       "--code-file FILE` and run objdump -D -b binary -mi386:x86-64 FILE\n",
-                       code.size());
+    return fmt::format(
+        "  disassembly unavailable (LLVM not found): {} bytes of x86-64 code. "
+        "Install libLLVM (e.g. llvm-22), or dump them with `convjit cache show KEY "
+        "--code-file FILE` and run objdump -D -b binary -mi386:x86-64 FILE\n",
+        code.size());
   }
   DisasmContext context = llvm->create("x86_64-unknown-linux-gnu", nullptr, 0, nullptr, nullptr);
   if (context == nullptr) return "  (this LLVM has no x86-64 disassembler)\n";
@@ -116,7 +127,8 @@ std::string disassemble_x86_64(std::span<const std::uint8_t> code) {
       offset += 1;
       continue;
     }
-    for (std::size_t i = 0; i < size && i < 10; ++i) hex += fmt::format("{:02x} ", bytes[offset + i]);
+    for (std::size_t i = 0; i < size && i < 10; ++i)
+      hex += fmt::format("{:02x} ", bytes[offset + i]);
     std::string instr(text);
     std::replace(instr.begin(), instr.end(), '\t', ' ');
     instr.erase(0, instr.find_first_not_of(' '));

@@ -96,15 +96,15 @@ typedef struct convjit_compile_options {
 
 /* convjit_compile with options (NULL: the defaults). */
 CONVJIT_API convjit_status convjit_compile_with_options(const convjit_op_desc* desc,
-                                            const convjit_compile_options* options,
-                                            convjit_kernel** out);
+                                                        const convjit_compile_options* options,
+                                                        convjit_kernel** out);
 /* The same from a canonical descriptor text line. */
 CONVJIT_API convjit_status convjit_compile_text(const char* descriptor_text, convjit_kernel** out);
 
 /* Runs the op: a and b are its operands in TensorFlow's argument order (see convjit.hpp),
  * out receives the result. Safe to call from many threads at once on one kernel. */
 CONVJIT_API convjit_status convjit_run(const convjit_kernel* kernel, const convjit_tensor* a,
-                           const convjit_tensor* b, const convjit_tensor* out);
+                                       const convjit_tensor* b, const convjit_tensor* out);
 
 /* What a run needs besides its tensors (device kernels); zero-initialise it for the defaults. */
 typedef struct convjit_run_context {
@@ -117,9 +117,11 @@ typedef struct convjit_run_context {
 /* convjit_run on a device stream with an optional workspace (context NULL: the defaults). A
  * CUDA kernel's tensor data are device pointers and the call returns once the work is queued;
  * CPU kernels ignore the context. */
-CONVJIT_API convjit_status convjit_run_with_context(const convjit_kernel* kernel, const convjit_tensor* a,
-                                        const convjit_tensor* b, const convjit_tensor* out,
-                                        const convjit_run_context* context);
+CONVJIT_API convjit_status convjit_run_with_context(const convjit_kernel* kernel,
+                                                    const convjit_tensor* a,
+                                                    const convjit_tensor* b,
+                                                    const convjit_tensor* out,
+                                                    const convjit_run_context* context);
 
 /* Device workspace bytes one run needs (0 for CPU kernels and on error). */
 CONVJIT_API size_t convjit_kernel_workspace_bytes(const convjit_kernel* kernel);
@@ -129,7 +131,7 @@ CONVJIT_API void convjit_destroy(convjit_kernel* kernel);
 
 /* Expected shape of operand 0 (a), 1 (b) or 2 (out); returns its rank (4) or -1. */
 CONVJIT_API int32_t convjit_kernel_operand_shape(const convjit_kernel* kernel, int32_t index,
-                                     int64_t shape[CONVJIT_MAX_RANK]);
+                                                 int64_t shape[CONVJIT_MAX_RANK]);
 /* Strings owned by the kernel, valid until it is destroyed. */
 CONVJIT_API const char* convjit_kernel_name(const convjit_kernel* kernel);
 CONVJIT_API const char* convjit_kernel_backend(const convjit_kernel* kernel);

@@ -29,17 +29,23 @@ Framework framework_of(nb::handle object) {
   PyTypeObject* type = Py_TYPE(object.ptr());
   if (auto it = cache.find(type); it != cache.end()) return it->second;
   std::string module;
-  if (nb::object name = nb::getattr(nb::handle(reinterpret_cast<PyObject*>(type)), "__module__", nb::none());
+  if (nb::object name =
+          nb::getattr(nb::handle(reinterpret_cast<PyObject*>(type)), "__module__", nb::none());
       nb::isinstance<nb::str>(name)) {
     module = nb::cast<std::string>(name);
   }
   const std::string top = module.substr(0, module.find('.'));
   Framework framework = Framework::kOther;
-  if (top == "numpy") framework = Framework::kNumpy;
-  else if (top == "torch") framework = Framework::kTorch;
-  else if (top == "jax" || top == "jaxlib") framework = Framework::kJax;
-  else if (top == "tensorflow") framework = Framework::kTensorflow;
-  else if (top == "cupy") framework = Framework::kCupy;
+  if (top == "numpy")
+    framework = Framework::kNumpy;
+  else if (top == "torch")
+    framework = Framework::kTorch;
+  else if (top == "jax" || top == "jaxlib")
+    framework = Framework::kJax;
+  else if (top == "tensorflow")
+    framework = Framework::kTensorflow;
+  else if (top == "cupy")
+    framework = Framework::kCupy;
   cache.emplace(type, framework);
   return framework;
 }
@@ -48,10 +54,14 @@ bool to_convjit_dtype(nb::dlpack::dtype dt, convjit_dtype* out) {
   if (dt.lanes != 1) return false;
   const auto code = static_cast<nb::dlpack::dtype_code>(dt.code);
   if (code == nb::dlpack::dtype_code::Float) {
-    if (dt.bits == 16) *out = CONVJIT_HALF;
-    else if (dt.bits == 32) *out = CONVJIT_FLOAT32;
-    else if (dt.bits == 64) *out = CONVJIT_FLOAT64;
-    else return false;
+    if (dt.bits == 16)
+      *out = CONVJIT_HALF;
+    else if (dt.bits == 32)
+      *out = CONVJIT_FLOAT32;
+    else if (dt.bits == 64)
+      *out = CONVJIT_FLOAT64;
+    else
+      return false;
     return true;
   }
   if (code == nb::dlpack::dtype_code::Bfloat && dt.bits == 16) {
@@ -63,12 +73,18 @@ bool to_convjit_dtype(nb::dlpack::dtype dt, convjit_dtype* out) {
 
 std::string dlpack_dtype_name(nb::dlpack::dtype dt) {
   switch (static_cast<nb::dlpack::dtype_code>(dt.code)) {
-    case nb::dlpack::dtype_code::Int: return "int" + std::to_string(dt.bits);
-    case nb::dlpack::dtype_code::UInt: return "uint" + std::to_string(dt.bits);
-    case nb::dlpack::dtype_code::Float: return "float" + std::to_string(dt.bits);
-    case nb::dlpack::dtype_code::Bfloat: return "bfloat" + std::to_string(dt.bits);
-    case nb::dlpack::dtype_code::Complex: return "complex" + std::to_string(dt.bits);
-    case nb::dlpack::dtype_code::Bool: return "bool";
+    case nb::dlpack::dtype_code::Int:
+      return "int" + std::to_string(dt.bits);
+    case nb::dlpack::dtype_code::UInt:
+      return "uint" + std::to_string(dt.bits);
+    case nb::dlpack::dtype_code::Float:
+      return "float" + std::to_string(dt.bits);
+    case nb::dlpack::dtype_code::Bfloat:
+      return "bfloat" + std::to_string(dt.bits);
+    case nb::dlpack::dtype_code::Complex:
+      return "complex" + std::to_string(dt.bits);
+    case nb::dlpack::dtype_code::Bool:
+      return "bool";
   }
   return "unknown";
 }
@@ -96,8 +112,9 @@ void free_aligned(void* p) noexcept { std::free(p); }
 template <typename FrameworkTag>
 nb::object export_as(void* data, const std::array<std::int64_t, 4>& shape, nb::handle owner,
                      nb::dlpack::dtype dtype) {
-  const std::size_t dims[4] = {static_cast<std::size_t>(shape[0]), static_cast<std::size_t>(shape[1]),
-                               static_cast<std::size_t>(shape[2]), static_cast<std::size_t>(shape[3])};
+  const std::size_t dims[4] = {
+      static_cast<std::size_t>(shape[0]), static_cast<std::size_t>(shape[1]),
+      static_cast<std::size_t>(shape[2]), static_cast<std::size_t>(shape[3])};
   nb::ndarray<FrameworkTag> array(data, 4, dims, owner, nullptr, dtype, nb::device::cpu::value, 0);
   return array.cast(nb::rv_policy::reference);
 }
@@ -106,10 +123,22 @@ nb::dlpack::dtype dlpack_dtype(convjit_dtype dtype) {
   nb::dlpack::dtype dt;
   dt.lanes = 1;
   switch (dtype) {
-    case CONVJIT_HALF: dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float); dt.bits = 16; break;
-    case CONVJIT_BFLOAT16: dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat); dt.bits = 16; break;
-    case CONVJIT_FLOAT32: dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float); dt.bits = 32; break;
-    case CONVJIT_FLOAT64: dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float); dt.bits = 64; break;
+    case CONVJIT_HALF:
+      dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float);
+      dt.bits = 16;
+      break;
+    case CONVJIT_BFLOAT16:
+      dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Bfloat);
+      dt.bits = 16;
+      break;
+    case CONVJIT_FLOAT32:
+      dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float);
+      dt.bits = 32;
+      break;
+    case CONVJIT_FLOAT64:
+      dt.code = static_cast<std::uint8_t>(nb::dlpack::dtype_code::Float);
+      dt.bits = 64;
+      break;
   }
   return dt;
 }
@@ -144,20 +173,28 @@ void raise_error(const std::string& message, const char* status) {
 
 const char* dtype_name(convjit_dtype dtype) {
   switch (dtype) {
-    case CONVJIT_HALF: return "float16";
-    case CONVJIT_BFLOAT16: return "bfloat16";
-    case CONVJIT_FLOAT32: return "float32";
-    case CONVJIT_FLOAT64: return "float64";
+    case CONVJIT_HALF:
+      return "float16";
+    case CONVJIT_BFLOAT16:
+      return "bfloat16";
+    case CONVJIT_FLOAT32:
+      return "float32";
+    case CONVJIT_FLOAT64:
+      return "float64";
   }
   return "unknown";
 }
 
 const char* tf_dtype_name(convjit_dtype dtype) {
   switch (dtype) {
-    case CONVJIT_HALF: return "half";
-    case CONVJIT_BFLOAT16: return "bfloat16";
-    case CONVJIT_FLOAT32: return "float";
-    case CONVJIT_FLOAT64: return "double";
+    case CONVJIT_HALF:
+      return "half";
+    case CONVJIT_BFLOAT16:
+      return "bfloat16";
+    case CONVJIT_FLOAT32:
+      return "float";
+    case CONVJIT_FLOAT64:
+      return "double";
   }
   return "unknown";
 }
@@ -166,7 +203,8 @@ convjit_dtype parse_dtype(nb::handle dtype) {
   std::string name;
   if (nb::isinstance<nb::str>(dtype)) {
     name = nb::cast<std::string>(dtype);
-  } else if (nb::object attr = nb::getattr(dtype, "name", nb::none()); nb::isinstance<nb::str>(attr)) {
+  } else if (nb::object attr = nb::getattr(dtype, "name", nb::none());
+             nb::isinstance<nb::str>(attr)) {
     name = nb::cast<std::string>(attr);  // NumPy / ml_dtypes / TensorFlow dtype objects
   } else if (PyType_Check(dtype.ptr())) {
     name = nb::cast<std::string>(dtype.attr("__name__"));  // numpy.float16, ml_dtypes.bfloat16
@@ -189,12 +227,16 @@ Array import_array(nb::handle object, const char* name, const std::string& op, b
   if (!nb::try_cast(object, array.view, /*convert=*/false)) {
     if (array.framework == Framework::kNumpy && is_numpy_bfloat16(object)) {
       nb::object words = object.attr("view")("uint16");
-      if (!nb::try_cast(words, array.view, false)) raise_error(std::string(name) + ": cannot read this bfloat16 array");
+      if (!nb::try_cast(words, array.view, false))
+        raise_error(std::string(name) + ": cannot read this bfloat16 array");
       bfloat16_words = true;
     } else {
-      nb::object type_name = nb::getattr(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(object.ptr()))), "__name__", nb::str("?"));
-      raise_error(op + ": " + name + " must be an array (an object with __dlpack__ or the buffer protocol: NumPy, "
-                  "PyTorch, JAX, TensorFlow, CuPy), but got " + nb::cast<std::string>(nb::str(type_name)));
+      nb::object type_name = nb::getattr(
+          nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(object.ptr()))), "__name__", nb::str("?"));
+      raise_error(op + ": " + name +
+                  " must be an array (an object with __dlpack__ or the buffer protocol: NumPy, "
+                  "PyTorch, JAX, TensorFlow, CuPy), but got " +
+                  nb::cast<std::string>(nb::str(type_name)));
     }
   }
   const nb::ndarray<nb::ro>& v = array.view;
@@ -210,14 +252,16 @@ Array import_array(nb::handle object, const char* name, const std::string& op, b
   for (std::size_t i = 0; i < 4; ++i) array.shape[i] = static_cast<std::int64_t>(v.shape(i));
   // Row-major (C order) only; a dimension of size 1 (or an empty array) may have any stride.
   std::int64_t expected = 1;
-  const bool empty = array.shape[0] == 0 || array.shape[1] == 0 || array.shape[2] == 0 || array.shape[3] == 0;
+  const bool empty =
+      array.shape[0] == 0 || array.shape[1] == 0 || array.shape[2] == 0 || array.shape[3] == 0;
   for (int i = 3; i >= 0; --i) {
     const auto d = static_cast<std::size_t>(i);
     if (!empty && array.shape[d] != 1 && v.stride(d) != expected) {
       std::int64_t strides[4];
       for (std::size_t k = 0; k < 4; ++k) strides[k] = v.stride(k);
       raise_error(op + ": " + name + " must be C-contiguous (row-major), but its strides are " +
-                  shape_text(strides, 4) + " elements for shape " + shape_text(array.shape.data(), 4) +
+                  shape_text(strides, 4) + " elements for shape " +
+                  shape_text(array.shape.data(), 4) +
                   "; pass a contiguous copy (numpy.ascontiguousarray, tensor.contiguous())");
     }
     expected *= array.shape[d];
@@ -235,7 +279,8 @@ Array import_array(nb::handle object, const char* name, const std::string& op, b
   }
   if (writable) {
     if (array.framework == Framework::kJax || array.framework == Framework::kTensorflow) {
-      raise_error(op + ": out must be a writable array (NumPy, PyTorch, CuPy); JAX and TensorFlow "
+      raise_error(op +
+                  ": out must be a writable array (NumPy, PyTorch, CuPy); JAX and TensorFlow "
                   "arrays are immutable, so leave out=None and use the returned array");
     }
     if (array.framework == Framework::kNumpy) {
@@ -246,8 +291,8 @@ Array import_array(nb::handle object, const char* name, const std::string& op, b
   return array;
 }
 
-Output make_output(Framework framework, convjit_dtype dtype, const std::array<std::int64_t, 4>& shape,
-                   const Device& device) {
+Output make_output(Framework framework, convjit_dtype dtype,
+                   const std::array<std::int64_t, 4>& shape, const Device& device) {
   Output out;
   std::int64_t count = 1;
   for (std::int64_t d : shape) count *= d;
@@ -258,8 +303,9 @@ Output make_output(Framework framework, convjit_dtype dtype, const std::array<st
     if (framework == Framework::kTorch) {
       nb::module_ torch = nb::module_::import_("torch");
       nb::object torch_dtype = torch.attr(dtype == CONVJIT_HALF ? "float16" : dtype_name(dtype));
-      out.object = torch.attr("empty")(nb::make_tuple(shape[0], shape[1], shape[2], shape[3]),
-                                       nb::arg("dtype") = torch_dtype, nb::arg("device") = device_name);
+      out.object =
+          torch.attr("empty")(nb::make_tuple(shape[0], shape[1], shape[2], shape[3]),
+                              nb::arg("dtype") = torch_dtype, nb::arg("device") = device_name);
     } else if (framework == Framework::kCupy && dtype != CONVJIT_BFLOAT16) {
       nb::module_ cupy = nb::module_::import_("cupy");
       nb::object guard = cupy.attr("cuda").attr("Device")(device.id);
@@ -283,9 +329,15 @@ Output make_output(Framework framework, convjit_dtype dtype, const std::array<st
   out.data = data;
   const nb::dlpack::dtype dt = dlpack_dtype(dtype);
   switch (framework) {
-    case Framework::kTorch: out.object = export_as<nb::pytorch>(data, shape, owner, dt); break;
-    case Framework::kJax: out.object = export_as<nb::jax>(data, shape, owner, dt); break;
-    case Framework::kTensorflow: out.object = export_as<nb::tensorflow>(data, shape, owner, dt); break;
+    case Framework::kTorch:
+      out.object = export_as<nb::pytorch>(data, shape, owner, dt);
+      break;
+    case Framework::kJax:
+      out.object = export_as<nb::jax>(data, shape, owner, dt);
+      break;
+    case Framework::kTensorflow:
+      out.object = export_as<nb::tensorflow>(data, shape, owner, dt);
+      break;
     case Framework::kCupy:  // a host result for host inputs: NumPy
     case Framework::kNumpy:
     case Framework::kOther:
@@ -304,7 +356,8 @@ Output make_output(Framework framework, convjit_dtype dtype, const std::array<st
 void* current_stream(Framework framework, const Device& device) {
   if (!device.is_cuda()) return nullptr;
   if (framework == Framework::kTorch) {
-    nb::object stream = nb::module_::import_("torch").attr("cuda").attr("current_stream")(device.id);
+    nb::object stream =
+        nb::module_::import_("torch").attr("cuda").attr("current_stream")(device.id);
     return reinterpret_cast<void*>(nb::cast<std::uintptr_t>(stream.attr("cuda_stream")));
   }
   if (framework == Framework::kCupy) {

@@ -3,14 +3,13 @@
 // dtype, layout and device, and results made as the caller's kind of array.
 #pragma once
 
+#include <convjit/convjit.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
 #include <array>
 #include <cstdint>
 #include <string>
-
-#include <convjit/convjit.h>
 
 namespace convjit::python {
 
@@ -25,13 +24,15 @@ struct Device {
   int id = 0;
   bool is_cuda() const { return type == nb::device::cuda::value; }
   std::string name() const;
-  bool operator==(const Device& other) const { return is_cuda() == other.is_cuda() && (!is_cuda() || id == other.id); }
+  bool operator==(const Device& other) const {
+    return is_cuda() == other.is_cuda() && (!is_cuda() || id == other.id);
+  }
 };
 
 /// One imported array: a dense row-major 4-D tensor as convjit_run reads it.
 struct Array {
-  nb::object source;          // the caller's object (an `out` array is returned as it is)
-  nb::ndarray<nb::ro> view;   // keeps the import (and its memory) alive
+  nb::object source;         // the caller's object (an `out` array is returned as it is)
+  nb::ndarray<nb::ro> view;  // keeps the import (and its memory) alive
   convjit_dtype dtype = CONVJIT_FLOAT32;
   Device device;
   Framework framework = Framework::kOther;
@@ -52,8 +53,8 @@ struct Output {
   nb::object object;
   void* data = nullptr;
 };
-Output make_output(Framework framework, convjit_dtype dtype, const std::array<std::int64_t, 4>& shape,
-                   const Device& device);
+Output make_output(Framework framework, convjit_dtype dtype,
+                   const std::array<std::int64_t, 4>& shape, const Device& device);
 
 /// The framework's current CUDA stream for `device` (torch, CuPy); nullptr (the default
 /// stream) for the others.

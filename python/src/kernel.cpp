@@ -6,17 +6,22 @@
 namespace convjit::python {
 namespace {
 
-constexpr OpKind kAllOps[] = {
-    OpKind::kConv2D, OpKind::kConv2DBackpropInput, OpKind::kConv2DBackpropInputV2,
-    OpKind::kConv2DBackpropFilter, OpKind::kDepthwiseConv2dNative,
-    OpKind::kDepthwiseConv2dNativeBackpropInput, OpKind::kDepthwiseConv2dNativeBackpropFilter};
+constexpr OpKind kAllOps[] = {OpKind::kConv2D,
+                              OpKind::kConv2DBackpropInput,
+                              OpKind::kConv2DBackpropInputV2,
+                              OpKind::kConv2DBackpropFilter,
+                              OpKind::kDepthwiseConv2dNative,
+                              OpKind::kDepthwiseConv2dNativeBackpropInput,
+                              OpKind::kDepthwiseConv2dNativeBackpropFilter};
 
 std::string shape_text(const std::array<std::int64_t, 4>& shape) {
   return "(" + std::to_string(shape[0]) + ", " + std::to_string(shape[1]) + ", " +
          std::to_string(shape[2]) + ", " + std::to_string(shape[3]) + ")";
 }
 
-const std::int64_t* data_or_null(const std::vector<std::int64_t>& v) { return v.empty() ? nullptr : v.data(); }
+const std::int64_t* data_or_null(const std::vector<std::int64_t>& v) {
+  return v.empty() ? nullptr : v.data();
+}
 
 }  // namespace
 
@@ -82,8 +87,10 @@ std::shared_ptr<Kernel> Kernel::compile(const CompileRequest& r) {
   kernel->operands_ = operand_names(op);
   for (int i = 0; i < 3; ++i) {
     std::int64_t shape[CONVJIT_MAX_RANK] = {};
-    if (convjit_kernel_operand_shape(handle, i, shape) != 4) raise_error("kernel has no 4-D operand", "INTERNAL");
-    std::memcpy(kernel->shapes_[static_cast<std::size_t>(i)].data(), shape, 4 * sizeof(std::int64_t));
+    if (convjit_kernel_operand_shape(handle, i, shape) != 4)
+      raise_error("kernel has no 4-D operand", "INTERNAL");
+    std::memcpy(kernel->shapes_[static_cast<std::size_t>(i)].data(), shape,
+                4 * sizeof(std::int64_t));
   }
   return kernel;
 }
@@ -97,12 +104,12 @@ void Kernel::check_operand(const Array& array, int index, const char* name, int 
                 tf_dtype_name(array.dtype) + " tensor");
   }
   if (array.shape != shapes_[static_cast<std::size_t>(index)]) {
-    raise_error(op_ + ": " + name + " has shape " + shape_text(array.shape) + " but this kernel expects " +
-                shape_text(shapes_[static_cast<std::size_t>(index)]));
+    raise_error(op_ + ": " + name + " has shape " + shape_text(array.shape) +
+                " but this kernel expects " + shape_text(shapes_[static_cast<std::size_t>(index)]));
   }
   if (array.device.name() != device_ && !(device_ == "cuda-interpret" && !array.device.is_cuda())) {
-    raise_error(op_ + ": " + name + " is on " + array.device.name() + " but the kernel was compiled for " +
-                device_);
+    raise_error(op_ + ": " + name + " is on " + array.device.name() +
+                " but the kernel was compiled for " + device_);
   }
 }
 

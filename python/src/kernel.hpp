@@ -1,14 +1,14 @@
 // A compiled convjit kernel as Python sees it (convjit.Kernel), over the C ABI's handle.
 #pragma once
 
+#include <convjit/convjit.h>
+
 #include <array>
+#include <convjit/types.hpp>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <convjit/convjit.h>
-#include <convjit/types.hpp>
 
 #include "arrays.hpp"
 
@@ -54,7 +54,9 @@ class Kernel {
   const std::string& op() const { return op_; }
   convjit_dtype dtype() const { return dtype_; }
   std::size_t workspace_bytes() const { return convjit_kernel_workspace_bytes(handle_); }
-  const std::array<std::int64_t, 4>& operand_shape(int i) const { return shapes_[static_cast<std::size_t>(i)]; }
+  const std::array<std::int64_t, 4>& operand_shape(int i) const {
+    return shapes_[static_cast<std::size_t>(i)];
+  }
   const OperandNames& operands() const { return operands_; }
 
  private:

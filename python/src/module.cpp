@@ -1,5 +1,8 @@
 // convjit._convjit: the compiled half of the Python package. The Python half (convjit/*.py)
 // gives the functions their TensorFlow signatures and documentation and calls these.
+#include <convjit/cache.h>
+#include <convjit/convjit.h>
+#include <convjit/version.h>
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -10,10 +13,6 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <convjit/cache.h>
-#include <convjit/convjit.h>
-#include <convjit/version.h>
 
 #include "arrays.hpp"
 #include "kernel.hpp"
@@ -63,7 +62,8 @@ std::vector<std::int64_t> int_list(nb::handle values, const char* name) {
 std::string text_attr(nb::handle value, const char* name) {
   if (nb::isinstance<nb::str>(value)) return nb::cast<std::string>(value);
   if (nb::isinstance<nb::bytes>(value)) return std::string(nb::cast<nb::bytes>(value).c_str());
-  raise_error(std::string(name) + " must be a string, but got " + nb::cast<std::string>(nb::repr(value)));
+  raise_error(std::string(name) + " must be a string, but got " +
+              nb::cast<std::string>(nb::repr(value)));
 }
 
 // Kernels of the TensorFlow-shaped functions by descriptor: a repeated call costs a lookup,
@@ -71,10 +71,10 @@ std::string text_attr(nb::handle value, const char* name) {
 class KernelMemo {
  public:
   std::shared_ptr<Kernel> get(const CompileRequest& r) {
-    std::string key = r.op + '|' + std::to_string(r.dtype) + '|' + r.device + '|' + r.padding + '|' +
-                      r.data_format;
-    for (const auto* v : {&r.input, &r.filter, &r.out_backprop, &r.strides, &r.dilations,
-                          &r.explicit_paddings}) {
+    std::string key = r.op + '|' + std::to_string(r.dtype) + '|' + r.device + '|' + r.padding +
+                      '|' + r.data_format;
+    for (const auto* v :
+         {&r.input, &r.filter, &r.out_backprop, &r.strides, &r.dilations, &r.explicit_paddings}) {
       key += '|';
       for (std::int64_t x : *v) key += std::to_string(x) + ',';
     }
@@ -112,12 +112,12 @@ nb::object call_op(const std::string& op_text, nb::handle sizes, nb::handle a, n
   const Array second = import_array(b, names.b, tf_name, false);
   if (second.dtype != first.dtype) {
     raise_error("cannot compute " + tf_name + " as input #" + std::to_string(names.b_index) +
-                "(zero-based) was expected to be a " + tf_dtype_name(first.dtype) + " tensor but is a " +
-                tf_dtype_name(second.dtype) + " tensor");
+                "(zero-based) was expected to be a " + tf_dtype_name(first.dtype) +
+                " tensor but is a " + tf_dtype_name(second.dtype) + " tensor");
   }
   if (!(second.device == first.device)) {
-    raise_error(tf_name + ": " + names.a + " is on " + first.device.name() + " but " + names.b + " is on " +
-                second.device.name());
+    raise_error(tf_name + ": " + names.a + " is on " + first.device.name() + " but " + names.b +
+                " is on " + second.device.name());
   }
   CompileRequest r;
   r.op = tf_name;
@@ -147,9 +147,10 @@ nb::object call_op(const std::string& op_text, nb::handle sizes, nb::handle a, n
 }
 
 nb::object compile_kernel(const std::string& op, nb::handle dtype, const std::string& device,
-                          const std::string& backend, int num_threads, nb::handle input, nb::handle filter,
-                          nb::handle out_backprop, nb::handle strides, nb::handle padding,
-                          nb::handle explicit_paddings, nb::handle data_format, nb::handle dilations) {
+                          const std::string& backend, int num_threads, nb::handle input,
+                          nb::handle filter, nb::handle out_backprop, nb::handle strides,
+                          nb::handle padding, nb::handle explicit_paddings, nb::handle data_format,
+                          nb::handle dilations) {
   CompileRequest r;
   r.op = op;
   r.dtype = parse_dtype(dtype);
@@ -194,8 +195,9 @@ std::string cache_stats() {
   return take_json(status, json);
 }
 
-std::string cache_purge(bool all, std::int64_t older_than_seconds, std::optional<std::int64_t> max_bytes,
-                        const std::string& op, const std::string& dtype, const std::string& backend,
+std::string cache_purge(bool all, std::int64_t older_than_seconds,
+                        std::optional<std::int64_t> max_bytes, const std::string& op,
+                        const std::string& dtype, const std::string& backend,
                         const std::string& isa) {
   convjit_cache_purge_options options{};
   options.all = all ? 1 : 0;
@@ -215,7 +217,9 @@ std::string cache_purge(bool all, std::int64_t older_than_seconds, std::optional
   return take_json(status, json);
 }
 
-nb::tuple shape_tuple(const std::array<std::int64_t, 4>& s) { return nb::make_tuple(s[0], s[1], s[2], s[3]); }
+nb::tuple shape_tuple(const std::array<std::int64_t, 4>& s) {
+  return nb::make_tuple(s[0], s[1], s[2], s[3]);
+}
 
 }  // namespace
 }  // namespace convjit::python
@@ -251,42 +255,51 @@ NB_MODULE(_convjit, m) {
           [](const Kernel& k, nb::args arrays, nb::handle out) {
             if (arrays.size() != 2) {
               raise_error("Kernel.run takes 2 arrays (" + std::string(k.operands().a) + ", " +
-                          k.operands().b + " for " + k.op() + "), but got " + std::to_string(arrays.size()));
+                          k.operands().b + " for " + k.op() + "), but got " +
+                          std::to_string(arrays.size()));
             }
             return k.run(arrays[0], arrays[1], out);
           },
           "arrays"_a, nb::kw_only(), "out"_a = nb::none(),
           "run(*arrays, out=None)\n\n"
-          "Runs the op on its two operands in TensorFlow's argument order (filter and out_backprop\n"
+          "Runs the op on its two operands in TensorFlow's argument order (filter and "
+          "out_backprop\n"
           "for the input gradients; input and out_backprop for the filter gradients; input and\n"
           "filter for the forward ops). The result is a new array of the first operand's kind, or\n"
           "`out` written in place. The GIL is released while the kernel runs.")
       .def_prop_ro("name", &Kernel::name, "Self-describing kernel name (ISA, dtype, blocking).")
-      .def_prop_ro("backend", &Kernel::backend, "The backend that generated it: 'x86', 'interpreter', ...")
+      .def_prop_ro("backend", &Kernel::backend,
+                   "The backend that generated it: 'x86', 'interpreter', ...")
       .def_prop_ro("device", &Kernel::device, "Where it runs: 'cpu', 'cuda:0', ...")
-      .def_prop_ro("descriptor", &Kernel::descriptor, "The canonical descriptor text it was compiled from.")
-      .def_prop_ro("workspace_bytes", &Kernel::workspace_bytes, "Device workspace one run needs (0 on the CPU).")
+      .def_prop_ro("descriptor", &Kernel::descriptor,
+                   "The canonical descriptor text it was compiled from.")
+      .def_prop_ro("workspace_bytes", &Kernel::workspace_bytes,
+                   "Device workspace one run needs (0 on the CPU).")
       .def_prop_ro("op", &Kernel::op, "TensorFlow's op name.")
-      .def_prop_ro("dtype", [](const Kernel& k) { return std::string(dtype_name(k.dtype())); },
-                   "'float16', 'bfloat16', 'float32' or 'float64'.")
-      .def_prop_ro("operand_shapes",
-                   [](const Kernel& k) {
-                     return nb::make_tuple(shape_tuple(k.operand_shape(0)), shape_tuple(k.operand_shape(1)),
-                                           shape_tuple(k.operand_shape(2)));
-                   },
-                   "Shapes of the two operands and of the result.")
+      .def_prop_ro(
+          "dtype", [](const Kernel& k) { return std::string(dtype_name(k.dtype())); },
+          "'float16', 'bfloat16', 'float32' or 'float64'.")
+      .def_prop_ro(
+          "operand_shapes",
+          [](const Kernel& k) {
+            return nb::make_tuple(shape_tuple(k.operand_shape(0)), shape_tuple(k.operand_shape(1)),
+                                  shape_tuple(k.operand_shape(2)));
+          },
+          "Shapes of the two operands and of the result.")
       .def("__repr__", [](const Kernel& k) {
-        return "<convjit.Kernel " + k.name() + " backend=" + k.backend() + " device=" + k.device() + ">";
+        return "<convjit.Kernel " + k.name() + " backend=" + k.backend() + " device=" + k.device() +
+               ">";
       });
 
-  m.def("compile_kernel", &compile_kernel, "op"_a, "dtype"_a, "device"_a, "backend"_a, "num_threads"_a,
-        "input"_a.none(), "filter"_a.none(), "out_backprop"_a.none(), "strides"_a.none(),
-        "padding"_a.none(), "explicit_paddings"_a.none(), "data_format"_a.none(), "dilations"_a.none());
-  m.def("call_op", &call_op, "op"_a, "sizes"_a.none(), "a"_a.none(), "b"_a.none(), "strides"_a.none(),
-        "padding"_a.none(), "explicit_paddings"_a.none(), "data_format"_a.none(), "dilations"_a.none(),
-        "out"_a.none());
+  m.def("compile_kernel", &compile_kernel, "op"_a, "dtype"_a, "device"_a, "backend"_a,
+        "num_threads"_a, "input"_a.none(), "filter"_a.none(), "out_backprop"_a.none(),
+        "strides"_a.none(), "padding"_a.none(), "explicit_paddings"_a.none(),
+        "data_format"_a.none(), "dilations"_a.none());
+  m.def("call_op", &call_op, "op"_a, "sizes"_a.none(), "a"_a.none(), "b"_a.none(),
+        "strides"_a.none(), "padding"_a.none(), "explicit_paddings"_a.none(),
+        "data_format"_a.none(), "dilations"_a.none(), "out"_a.none());
   m.def("cache_list_json", &cache_list);
   m.def("cache_stats_json", &cache_stats);
-  m.def("cache_purge_json", &cache_purge, "all"_a, "older_than_seconds"_a, "max_bytes"_a.none(), "op"_a,
-        "dtype"_a, "backend"_a, "isa"_a);
+  m.def("cache_purge_json", &cache_purge, "all"_a, "older_than_seconds"_a, "max_bytes"_a.none(),
+        "op"_a, "dtype"_a, "backend"_a, "isa"_a);
 }

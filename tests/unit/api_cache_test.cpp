@@ -1,15 +1,13 @@
 // convjit/cache.h: the disk cache's listing, totals and purge as JSON, through the C ABI.
-#include "convjit/cache.h"
-
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
+#include "convjit/cache.h"
 #include "runtime/disk_cache/disk_cache.hpp"
 
 namespace convjit {

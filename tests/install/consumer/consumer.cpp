@@ -4,10 +4,10 @@
 // its link. Exit status 0 only if every check passes.
 #include <convjit/cache.h>
 #include <convjit/convjit.h>
-#include <convjit/convjit.hpp>
 #include <convjit/version.h>
 
 #include <cmath>
+#include <convjit/convjit.hpp>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -53,15 +53,16 @@ void cpp_api() {
   check(convjit::parse_descriptor(convjit::to_text(desc)) == desc, "descriptor text round trip");
   convjit::Tensor filter(desc.dtype, kernel.operand_shape(0));
   convjit::Tensor dy(desc.dtype, kernel.operand_shape(1));
-  convjit::Tensor dx(desc.dtype, kernel.operand_shape(2)), expected(desc.dtype, kernel.operand_shape(2));
+  convjit::Tensor dx(desc.dtype, kernel.operand_shape(2)),
+      expected(desc.dtype, kernel.operand_shape(2));
   fill(filter, 0.25f);
   fill(dy, 0.5f);
   kernel.run(filter.view(), dy.view(), dx.view());
   convjit::run_reference(desc, filter.view(), dy.view(), expected.view());
   check(max_difference(dx, expected) < 1e-4, "kernel matches the reference");
 
-  const convjit::Tensor helper = convjit::conv2d_backprop_input({2, 9, 9, 8}, filter.view(), dy.view(),
-                                                                {1, 2, 2, 1}, "SAME");
+  const convjit::Tensor helper =
+      convjit::conv2d_backprop_input({2, 9, 9, 8}, filter.view(), dy.view(), {1, 2, 2, 1}, "SAME");
   check(max_difference(helper, expected) < 1e-4, "the TensorFlow-shaped helper matches");
 
   // convjit::Error crosses the library boundary and is caught by its type.
@@ -94,7 +95,8 @@ void c_api() {
   desc.strides = strides;
   desc.strides_len = 4;
   convjit_kernel* kernel = nullptr;
-  check(convjit_compile(&desc, &kernel) == CONVJIT_OK, std::string("C compile: ") + convjit_last_error());
+  check(convjit_compile(&desc, &kernel) == CONVJIT_OK,
+        std::string("C compile: ") + convjit_last_error());
   float w[4] = {1, 2, 3, 4}, dy[4] = {1, 2, 3, 4}, dx[9] = {};
   convjit_tensor a{}, b{}, out{};
   for (convjit_tensor* t : {&a, &b, &out}) {
@@ -114,7 +116,8 @@ void c_api() {
 }
 
 void version_and_cache() {
-  check(std::string(convjit_version()) == CONVJIT_VERSION_STRING, "convjit_version() matches version.h");
+  check(std::string(convjit_version()) == CONVJIT_VERSION_STRING,
+        "convjit_version() matches version.h");
   check(CONVJIT_VERSION_NUMBER >= 100, "CONVJIT_VERSION_NUMBER");
   char* json = nullptr;
   check(convjit_cache_stats_json(&json) == CONVJIT_OK && json != nullptr &&
