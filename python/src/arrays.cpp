@@ -302,7 +302,7 @@ Output make_output(Framework framework, convjit_dtype dtype,
     std::string device_name = device.name();
     if (framework == Framework::kTorch) {
       nb::module_ torch = nb::module_::import_("torch");
-      nb::object torch_dtype = torch.attr(dtype == CONVJIT_HALF ? "float16" : dtype_name(dtype));
+      nb::object torch_dtype = torch.attr(dtype_name(dtype));
       out.object =
           torch.attr("empty")(nb::make_tuple(shape[0], shape[1], shape[2], shape[3]),
                               nb::arg("dtype") = torch_dtype, nb::arg("device") = device_name);

@@ -98,6 +98,10 @@ std::shared_ptr<Kernel> Kernel::compile(const CompileRequest& r) {
 Kernel::~Kernel() { convjit_destroy(handle_); }
 
 void Kernel::check_operand(const Array& array, int index, const char* name, int tf_index) const {
+  if (array.dtype != dtype_ && tf_index < 0) {
+    raise_error(op_ + ": " + name + " is a " + dtype_name(array.dtype) +
+                " array but the result is " + dtype_name(dtype_));
+  }
   if (array.dtype != dtype_) {
     raise_error("cannot compute " + op_ + " as input #" + std::to_string(tf_index) +
                 "(zero-based) was expected to be a " + tf_dtype_name(dtype_) + " tensor but is a " +
@@ -126,7 +130,7 @@ nb::object Kernel::run_arrays(const Array& a, const Array& b, nb::handle out) co
   void* out_data = nullptr;
   if (!out.is_none()) {
     const Array target = import_array(out, "out", op_, true);
-    check_operand(target, 2, "out", 0);
+    check_operand(target, 2, "out", -1);
     auto overlaps = [&](const Array& input) {
       const auto* lo = static_cast<const char*>(target.data());
       const auto* in = static_cast<const char*>(input.data());

@@ -61,6 +61,8 @@ class Kernel {
 
  private:
   Kernel() = default;
+  /// Refuses an operand of another dtype, shape or device; `tf_index` is its position among
+  /// TensorFlow's inputs (for TensorFlow's dtype message), -1 for `out`.
   void check_operand(const Array& array, int index, const char* name, int tf_index) const;
 
   convjit_kernel* handle_ = nullptr;

@@ -144,6 +144,8 @@ def test_wrong_shape_for_the_op():
         kernel.run(w, np.ascontiguousarray(dy[:, :4]))
     with pytest.raises(convjit.Error, match="out has shape"):
         kernel.run(w, dy, out=np.zeros((2, 8, 8, 5), np.float32))
+    with pytest.raises(convjit.Error, match="out is a float64 array but the result is float32"):
+        kernel.run(w, dy, out=np.zeros(SIZES, np.float64))
 
 
 def test_out_that_aliases_an_input():
