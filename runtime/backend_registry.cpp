@@ -17,7 +17,7 @@
 namespace convjit::runtime {
 namespace {
 
-using Factory = Expected<std::unique_ptr<codegen::Backend>> (*)(const Device&, ir::Isa isa_cap);
+using Factory = Expected<std::unique_ptr<codegen::Backend>> (*)(const Device&, cpu::Isa isa_cap);
 
 struct Registration {
   std::string_view name;
@@ -29,13 +29,13 @@ struct Registration {
 bool serves_cpu(Device::Kind kind) { return kind == Device::Kind::kCpu; }
 
 #ifdef CONVJIT_HAVE_X86_BACKEND
-Expected<std::unique_ptr<codegen::Backend>> make_x86(const Device&, ir::Isa isa_cap) {
-  return codegen::make_x86_backend(ir::Target::host(isa_cap, 1));
+Expected<std::unique_ptr<codegen::Backend>> make_x86(const Device&, cpu::Isa isa_cap) {
+  return codegen::make_x86_backend(cpu::CpuInfo::host(isa_cap));
 }
 #endif
 
-Expected<std::unique_ptr<codegen::Backend>> make_interpreter(const Device&, ir::Isa) {
-  return codegen::make_interpreter_backend(ir::Target::generic(1));
+Expected<std::unique_ptr<codegen::Backend>> make_interpreter(const Device&, cpu::Isa) {
+  return codegen::make_interpreter_backend();
 }
 
 // Best first: for each device kind, the first entry serving it is the default.
@@ -50,7 +50,7 @@ const std::vector<Registration>& registrations() {
 }
 
 std::mutex g_mutex;
-std::map<std::tuple<std::string, std::string, ir::Isa>, std::shared_ptr<const codegen::Backend>>
+std::map<std::tuple<std::string, std::string, cpu::Isa>, std::shared_ptr<const codegen::Backend>>
     g_instances;  // guarded by g_mutex
 
 }  // namespace
@@ -104,7 +104,7 @@ std::string default_backend_name(const Device& device) {
 
 Expected<std::shared_ptr<const codegen::Backend>> get_backend(const Device& device,
                                                               std::string_view name,
-                                                              ir::Isa isa_cap) {
+                                                              cpu::Isa isa_cap) {
   std::string chosen(name);
   if (chosen.empty()) chosen = default_backend_name(device);
   if (chosen.empty()) {
@@ -125,7 +125,7 @@ Expected<std::shared_ptr<const codegen::Backend>> get_backend(const Device& devi
   }
   // Only backends for the host CPU depend on the ISA cap: key the others once.
   if (device.kind != Device::Kind::kCpu || chosen == codegen::kInterpreterBackendName) {
-    isa_cap = ir::Isa::kGeneric;
+    isa_cap = cpu::Isa::kGeneric;
   }
   std::lock_guard<std::mutex> lock(g_mutex);
   auto key = std::make_tuple(chosen, device.name(), isa_cap);
@@ -139,7 +139,7 @@ Expected<std::shared_ptr<const codegen::Backend>> get_backend(const Device& devi
 }
 
 std::shared_ptr<const codegen::Backend> interpreter_backend() {
-  return *get_backend(Device{}, codegen::kInterpreterBackendName, ir::Isa::kGeneric);
+  return *get_backend(Device{}, codegen::kInterpreterBackendName, cpu::Isa::kGeneric);
 }
 
 }  // namespace convjit::runtime

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "codegen/backend.hpp"
-#include "ir/target.hpp"
+#include "codegen/cpu/cpu_info.hpp"
 #include "support/status.hpp"
 
 namespace convjit::runtime {
@@ -44,7 +44,7 @@ std::string default_backend_name(const Device& device);
 /// for a GPU) says why.
 Expected<std::shared_ptr<const codegen::Backend>> get_backend(const Device& device,
                                                               std::string_view name,
-                                                              ir::Isa isa_cap);
+                                                              cpu::Isa isa_cap);
 
 /// The interpreter, the fallback for problems a host backend does not support.
 std::shared_ptr<const codegen::Backend> interpreter_backend();

@@ -48,7 +48,7 @@ class KeyWriter {
 }  // namespace
 
 void make_descriptor_key(const OpDescriptor& desc, const CompileOptions& options,
-                         int num_threads, ir::Isa isa_cap, std::string* out) {
+                         int num_threads, cpu::Isa isa_cap, std::string* out) {
   const std::string_view backend = options.backend;
   const std::string_view device = options.device;
   // Naming every member in one structured binding makes a field added to OpDescriptor a compile

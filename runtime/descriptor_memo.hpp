@@ -21,7 +21,7 @@
 
 #include "convjit/convjit.hpp"
 #include "convjit/types.hpp"
-#include "ir/target.hpp"
+#include "codegen/cpu/cpu_info.hpp"
 #include "runtime/kernel.hpp"
 
 namespace convjit::runtime {
@@ -31,7 +31,7 @@ namespace convjit::runtime {
 /// for the defaults; math mode; determinism), the resolved thread count and the ISA cap. Each value has a fixed width and each list its length first, so two requests
 /// get the same bytes exactly when they are equal field by field.
 void make_descriptor_key(const OpDescriptor& desc, const CompileOptions& options,
-                         int num_threads, ir::Isa isa_cap, std::string* out);
+                         int num_threads, cpu::Isa isa_cap, std::string* out);
 
 class DescriptorMemo {
  public:

@@ -99,11 +99,11 @@ EnvConfig parse_env(const EnvGetter& get, std::vector<std::string>* warnings) {
   if (const char* v = get("CONVJIT_ISA")) {
     const std::string isa = lower(trim(v));
     if (isa == "avx512" || isa == "avx512f" || isa == "avx512_core") {
-      config.isa_cap = ir::Isa::kAvx512;
+      config.isa_cap = cpu::Isa::kAvx512;
     } else if (isa == "avx2") {
-      config.isa_cap = ir::Isa::kAvx2;
+      config.isa_cap = cpu::Isa::kAvx2;
     } else if (isa == "generic" || isa == "scalar" || isa == "none") {
-      config.isa_cap = ir::Isa::kGeneric;
+      config.isa_cap = cpu::Isa::kGeneric;
     } else if (!isa.empty()) {
       warn("CONVJIT_ISA", v, "avx512, avx2 or generic", "the host's best");
     }

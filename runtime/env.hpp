@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "ir/target.hpp"
+#include "codegen/cpu/cpu_info.hpp"
 
 namespace convjit::runtime {
 
@@ -23,7 +23,7 @@ struct EnvConfig {
   /// CONVJIT_NUM_THREADS: threads a run may use; default all cores.
   int num_threads = 1;
   /// CONVJIT_ISA: the highest instruction set the code generators may use.
-  ir::Isa isa_cap = ir::Isa::kAvx512;
+  cpu::Isa isa_cap = cpu::Isa::kAvx512;
   /// CONVJIT_BACKEND: the backend compile() picks when the caller names none ("" = best).
   std::string backend;
   /// CONVJIT_CUDA_INTERPRET: device "cuda" runs the CUDA backend's kernels on the host.

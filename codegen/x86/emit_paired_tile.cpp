@@ -5,8 +5,9 @@
 // from and rounded once to c like every other tile's.
 #include <algorithm>
 
+#include "codegen/cpu/register_budget.hpp"
 #include "codegen/x86/emitter.hpp"
-#include "ir/passes/pass_util.hpp"
+#include "ir/transforms/nest_util.hpp"
 
 namespace convjit::codegen::x86 {
 
@@ -39,9 +40,8 @@ void Emitter::emit_paired_tile(const ir::Tile& t) {
   const int t1 = nregs - 1;
   const int t2 = nregs - 2;
   // Accumulators and one register per shared b vector, beside the two store temporaries.
-  const std::int64_t budget = nregs - 2;
-  const std::int64_t vg = std::min<std::int64_t>(nv, budget / 2);
-  const std::int64_t rg = std::max<std::int64_t>(1, std::min(t.rows, (budget - vg) / vg));
+  const std::int64_t vg = std::min<std::int64_t>(nv, (nregs - cpu::kTileTemporaries) / 2);
+  const std::int64_t rg = std::max<std::int64_t>(1, std::min(t.rows, cpu::held_rows(nregs, vg, vg)));
 
   bind_reduce_counters(t);
   const ReduceStart start = reduce_start(t, a, b);

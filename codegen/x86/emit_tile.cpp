@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "codegen/cpu/register_budget.hpp"
 #include "codegen/x86/emitter.hpp"
 
 namespace convjit::codegen::x86 {
@@ -124,9 +125,9 @@ void Emitter::emit_tile(const ir::Tile& t) {
   };
   // Largest vector group, then the most rows that fit beside it and two temporaries.
   std::int64_t vg = nv;
-  while (vg > 1 && vg + shared_count(a, vg) + shared_count(b, vg) + 2 > nregs) --vg;
-  const std::int64_t free_regs = nregs - 2 - shared_count(a, vg) - shared_count(b, vg);
-  std::int64_t rg = std::max<std::int64_t>(1, std::min(t.rows, free_regs / vg));
+  while (vg > 1 && cpu::held_rows(nregs, vg, shared_count(a, vg) + shared_count(b, vg)) < 1) --vg;
+  std::int64_t rg = std::max<std::int64_t>(
+      1, std::min(t.rows, cpu::held_rows(nregs, vg, shared_count(a, vg) + shared_count(b, vg))));
   // An outer product can instead keep every row's broadcast in a register and stream the
   // shared vectors through one temporary, each loaded once and used by all rows: `rows`
   // extra registers instead of `vecs`, which for wide rows (2 x 6 vectors on AVX2) is what
@@ -145,7 +146,7 @@ void Emitter::emit_tile(const ir::Tile& t) {
   }
   bool stream = false;
   if (row_op != nullptr && t.rows > 1) {
-    const std::int64_t rg_stream = std::min(t.rows, (nregs - 1) / (nv + 1));
+    const std::int64_t rg_stream = std::min(t.rows, cpu::streamed_rows(nregs, nv));
     const std::int64_t held = std::min(rg, t.rows) * std::min(vg, nv);
     if (rg_stream * nv > held || (rg_stream * nv == held && nv > 1)) {
       stream = true;
@@ -374,7 +375,7 @@ void Emitter::emit_tile_stores(const ir::Tile& t, const AccessInfo& c, bool whol
   // cover whole lines); the caller's pointer decides at run time, since a non-temporal store
   // to a misaligned address faults.
   Label plain, done;
-  test(r8.cvt8(), ir::Target::kCacheLineBytes - 1);
+  test(r8.cvt8(), cpu::CpuInfo::kCacheLineBytes - 1);
   jnz(plain, T_NEAR);
   store_all(true);
   jmp(done, T_NEAR);

@@ -178,10 +178,10 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
   };
   // Streamed when the pass allows it and every destination row of a block starts a cache line
   // whenever the first does (checked at run time: vmovntps faults off its alignment).
-  const bool line_rows = (dst_row * kF32) % ir::Target::kCacheLineBytes == 0;
+  const bool line_rows = (dst_row * kF32) % cpu::CpuInfo::kCacheLineBytes == 0;
   if (store->stream && line_rows && cols >= 2 * kBlock) {
     Label plain, done;
-    test(r8.cvt8(), ir::Target::kCacheLineBytes - 1);
+    test(r8.cvt8(), cpu::CpuInfo::kCacheLineBytes - 1);
     jnz(plain, T_NEAR);
     all_rows(true);
     jmp(done, T_NEAR);

@@ -12,11 +12,11 @@ constexpr std::int64_t kBounceBytes = 64;
 constexpr int kSavedRegisterBytes = 40;  // rbx, r12..r15 pushed below rbp
 }  // namespace
 
-Emitter::Emitter(const ir::LoopNest& nest, const ir::Target& target, std::size_t max_bytes)
+Emitter::Emitter(const ir::LoopNest& nest, const cpu::CpuInfo& target, std::size_t max_bytes)
     : Xbyak::CodeGenerator(max_bytes, Xbyak::DontSetProtectRWE),
       nest_(nest),
       target_(target),
-      avx512_(target.isa == ir::Isa::kAvx512) {
+      avx512_(target.isa == cpu::Isa::kAvx512) {
   const auto vars = static_cast<std::int64_t>(nest.var_names.size());
   end_slot_ = kBounceBytes + 8 * vars;
   frame_bytes_ = (end_slot_ + 8 + 63) / 64 * 64;

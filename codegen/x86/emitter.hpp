@@ -24,7 +24,7 @@
 #include "codegen/x86/access_info.hpp"
 #include "codegen/x86/kernel_layout.hpp"
 #include "ir/ir.hpp"
-#include "ir/target.hpp"
+#include "codegen/cpu/cpu_info.hpp"
 
 namespace convjit::codegen::x86 {
 
@@ -32,7 +32,7 @@ class Emitter : public Xbyak::CodeGenerator {
  public:
   /// Generates into a fresh read-write buffer of `max_bytes`; the caller flips it to
   /// read+execute once done.
-  Emitter(const ir::LoopNest& nest, const ir::Target& target, std::size_t max_bytes);
+  Emitter(const ir::LoopNest& nest, const cpu::CpuInfo& target, std::size_t max_bytes);
 
   /// Emits every function and the constant pool. Throws Xbyak::Error (code too big, bad
   /// operand): the backend turns it into a Status.
@@ -175,7 +175,7 @@ class Emitter : public Xbyak::CodeGenerator {
   void emit_constants();
 
   const ir::LoopNest& nest_;
-  const ir::Target& target_;
+  const cpu::CpuInfo& target_;
   bool avx512_;
   std::int64_t frame_bytes_ = 0;
   std::int64_t end_slot_ = 0;

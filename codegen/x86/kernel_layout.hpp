@@ -37,7 +37,7 @@ inline constexpr std::size_t kScratchAlign = 64;
 
 struct KernelLayout {
   std::string name;                      // the kernel's self-describing name, one token
-  std::string isa;                       // ir::Target::name() the code was generated for
+  std::string isa;                       // cpu::CpuInfo::name() the code was generated for
   std::size_t code_size = 0;             // bytes, constant pool included
   std::vector<ir::BufferKind> buffers;   // kind of each slot of the buffer table
   std::vector<ScratchSlot> scratch;

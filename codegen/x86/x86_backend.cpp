@@ -15,7 +15,7 @@
 #include "codegen/x86/emitter.hpp"
 #include "codegen/x86/executable_memory.hpp"
 #include "codegen/x86/kernel_layout.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
 
 namespace convjit::codegen {
 namespace {
@@ -44,9 +44,9 @@ std::string_view short_direction(ConvDirection d) {
   return "unknown";
 }
 
-std::string kernel_name(const ir::LoopNest& nest, const ir::Target& target) {
+std::string kernel_name(const ir::LoopNest& nest, const cpu::CpuInfo& target) {
   std::string name = fmt::format(
-      "x86_{}_{}_{}_{}", target.isa == ir::Isa::kAvx512 ? "avx512" : "avx2",
+      "x86_{}_{}_{}_{}", target.isa == cpu::Isa::kAvx512 ? "avx512" : "avx2",
       short_dtype(nest.problem.dtype), short_direction(nest.problem.direction),
       nest.problem.format == DataFormat::kNHWC ? "nhwc" : "nchw");
   if (!nest.schedule_summary.empty()) name += "_" + nest.schedule_summary;
@@ -168,45 +168,33 @@ class X86Code final : public CompiledCode {
   mutable ScratchPool scratch_pool_;
 };
 
-// Until the x86 backend has its own plan type: the target sized for the caller's threads.
-class TargetPlan final : public Plan {
- public:
-  explicit TargetPlan(ir::Target target) : target(std::move(target)) {}
-  std::string describe() const override {
-    return fmt::format("target={} threads={}", target.name(), target.num_threads);
-  }
-  ir::Target target;
-};
-
 class X86Backend final : public Backend {
  public:
-  explicit X86Backend(const ir::Target& target) : target_(target) {}
+  explicit X86Backend(const cpu::CpuInfo& cpu) : cpu_(cpu) {}
 
   std::string_view name() const override { return kX86BackendName; }
   const std::string& device() const override { return device_; }
   MemorySpace memory_space() const override { return MemorySpace::kHost; }
-  std::string target_name() const override { return target_.name(); }
+  std::string target_name() const override { return cpu_.name(); }
 
   Expected<std::unique_ptr<const Plan>> plan(const ConvProblem& problem,
                                             const PlanOptions& options) const override {
-    (void)problem;
-    if (target_.isa != ir::Isa::kAvx512 && target_.isa != ir::Isa::kAvx2) {
+    if (cpu_.isa != cpu::Isa::kAvx512 && cpu_.isa != cpu::Isa::kAvx2) {
       return unimplemented("the x86 backend needs AVX2 or AVX-512");
     }
-    if (!target_.has_fma) return unimplemented("the x86 backend needs FMA");
-    ir::Target target = target_;
-    target.num_threads = std::max(1, options.num_threads);
-    return std::unique_ptr<const Plan>(std::make_unique<TargetPlan>(target));
+    if (!cpu_.has_fma) return unimplemented("the x86 backend needs FMA");
+    return std::unique_ptr<const Plan>(
+        std::make_unique<cpu::CpuPlan>(cpu::plan_cpu(problem, cpu_, options.num_threads)));
   }
 
   ir::LoopNest schedule(ir::LoopNest nest, const Plan& plan,
                         const ir::PassObserver& observer) const override {
-    return ir::schedule(std::move(nest), static_cast<const TargetPlan&>(plan).target, observer);
+    return cpu::schedule(std::move(nest), static_cast<const cpu::CpuPlan&>(plan), observer);
   }
 
   Expected<std::unique_ptr<CompiledCode>> emit(const ir::LoopNest& nest,
                                               const Plan& plan) const override {
-    return x86::emit_nest(nest, static_cast<const TargetPlan&>(plan).target);
+    return x86::emit_nest(nest, static_cast<const cpu::CpuPlan&>(plan).cpu);
   }
 
   Expected<std::unique_ptr<CompiledCode>> load(const Artifacts& artifacts) const override {
@@ -218,11 +206,11 @@ class X86Backend final : public Backend {
     return x86::load_code(
         code->second,
         std::string_view(reinterpret_cast<const char*>(info->second.data()), info->second.size()),
-        target_);
+        cpu_);
   }
 
  private:
-  ir::Target target_;
+  cpu::CpuInfo cpu_;
   std::string device_ = "cpu";
 };
 
@@ -230,8 +218,8 @@ class X86Backend final : public Backend {
 
 namespace x86 {
 
-bool can_emit(const ir::LoopNest& nest, const ir::Target& target, std::string* why_not) {
-  if (target.isa != ir::Isa::kAvx512 && target.isa != ir::Isa::kAvx2) {
+bool can_emit(const ir::LoopNest& nest, const cpu::CpuInfo& target, std::string* why_not) {
+  if (target.isa != cpu::Isa::kAvx512 && target.isa != cpu::Isa::kAvx2) {
     if (why_not != nullptr) *why_not = "the x86 backend needs AVX2 or AVX-512";
     return false;
   }
@@ -239,12 +227,12 @@ bool can_emit(const ir::LoopNest& nest, const ir::Target& target, std::string* w
     if (why_not != nullptr) *why_not = "the x86 backend needs FMA";
     return false;
   }
-  return check_nest(nest, target.isa == ir::Isa::kAvx512, target.has_f16c,
+  return check_nest(nest, target.isa == cpu::Isa::kAvx512, target.has_f16c,
                     target.has_avx512_bf16, why_not);
 }
 
 Expected<std::unique_ptr<CompiledCode>> emit_nest(const ir::LoopNest& nest,
-                                                  const ir::Target& target) {
+                                                  const cpu::CpuInfo& target) {
   std::string why;
   if (!can_emit(nest, target, &why)) {
     return unimplemented(fmt::format("the x86 backend cannot compile this nest: {}", why));
@@ -279,7 +267,7 @@ Expected<std::unique_ptr<CompiledCode>> emit_nest(const ir::LoopNest& nest,
 
 Expected<std::unique_ptr<CompiledCode>> load_code(std::span<const std::uint8_t> code,
                                                   std::string_view load_info,
-                                                  const ir::Target& target) {
+                                                  const cpu::CpuInfo& target) {
   Expected<KernelLayout> layout = parse_layout(load_info);
   if (!layout) return layout.status();
   // The cache key already names the target; this keeps a layout from another target (or
@@ -300,7 +288,7 @@ Expected<std::unique_ptr<CompiledCode>> load_code(std::span<const std::uint8_t> 
 
 }  // namespace x86
 
-std::unique_ptr<Backend> make_x86_backend(const ir::Target& target) {
+std::unique_ptr<Backend> make_x86_backend(const cpu::CpuInfo& target) {
   return std::make_unique<X86Backend>(target);
 }
 

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "codegen/backend.hpp"
-#include "ir/target.hpp"
+#include "codegen/cpu/cpu_info.hpp"
 
 namespace convjit::codegen {
 
@@ -22,19 +22,19 @@ inline constexpr const char* kLoadArtifactName = "load";
 
 /// A Backend named "x86" generating code for `target` (Isa::kAvx512 or Isa::kAvx2; on a
 /// generic target plan() refuses every problem).
-std::unique_ptr<Backend> make_x86_backend(const ir::Target& target);
+std::unique_ptr<Backend> make_x86_backend(const cpu::CpuInfo& target);
 
 namespace x86 {
 
 /// Whether the emitter can generate `nest` for `target`; if not, `why_not` says why.
-bool can_emit(const ir::LoopNest& nest, const ir::Target& target, std::string* why_not);
+bool can_emit(const ir::LoopNest& nest, const cpu::CpuInfo& target, std::string* why_not);
 /// Machine code for a scheduled nest (Unimplemented when can_emit() refuses it).
 Expected<std::unique_ptr<CompiledCode>> emit_nest(const ir::LoopNest& nest,
-                                                  const ir::Target& target);
+                                                  const cpu::CpuInfo& target);
 /// Maps code an earlier emit_nest() generated for `target`, with its layout text.
 Expected<std::unique_ptr<CompiledCode>> load_code(std::span<const std::uint8_t> code,
                                                   std::string_view load_info,
-                                                  const ir::Target& target);
+                                                  const cpu::CpuInfo& target);
 
 }  // namespace x86
 

@@ -73,9 +73,17 @@ std::int64_t Buffer::elements() const {
   return e;
 }
 
-VarId LoopNest::new_var(std::string name) {
+VarId LoopNest::new_var(std::string name, VarRole role) {
   var_names.push_back(std::move(name));
+  var_roles.push_back(role);
   return static_cast<VarId>(var_names.size() - 1);
+}
+
+int LoopNest::buffer_of_role(BufferRole role) const {
+  for (std::size_t i = 0; i < buffers.size(); ++i) {
+    if (buffers[i].role == role) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 int LoopNest::add_buffer(Buffer b) {

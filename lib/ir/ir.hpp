@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -58,6 +59,37 @@ enum class BufferKind : std::uint8_t {
   kScratch,  // owned by the kernel: packed filter, per-chunk partial sums
 };
 
+/// What a buffer holds, set by whoever adds it (lowering for the op's tensors, the pass that
+/// makes a scratch), so later passes find buffers by role, never by name.
+enum class BufferRole : std::uint8_t {
+  kTensor,        // one of the op's tensors (kind X, W or Y says which)
+  kPackedFilter,  // the filter re-laid out for the tiles (pack_filter, pair_reduction)
+  kFilterCopy,    // another copy of the filter (transposed, deinterleaved, widened, ...)
+  kInputCopy,     // a copy of x the tiles read
+  kOutBackpropCopy,  // a copy of dy (or y) the tiles read
+  kOutputCopy,    // where tiles write before a copy moves it into the op's output
+  kPartialSums,   // per-chunk partial sums of a filter gradient, reduced at the end
+};
+
+/// What a loop variable walks, set where the variable is made (lowering, or the pass that makes
+/// a loop), so passes find loops by role, never by name or label. A variable that replaces
+/// another (a residue's quotient, a tap subset's index) keeps its role.
+enum class VarRole : std::uint8_t {
+  kOther,       // copies, fills, register-tile lanes, anything below
+  kBatch,       // images
+  kGroup,       // groups of a grouped or depthwise convolution
+  kInRow,       // X's H (or its residue quotient)
+  kInCol,       // X's W
+  kInChannel,   // X's channel within a group
+  kOutRow,      // Y's H
+  kOutCol,      // Y's W
+  kOutChannel,  // Y's channel within a group
+  kTapRow,      // the filter's H
+  kTapCol,      // the filter's W
+  kThreads,     // one iteration per thread: a split of the work with private partial sums
+  kRowChunk,    // chunks of output rows (the filter gradient's reduction blocking)
+};
+
 /// A tensor: logical dims and element strides. X and Y dims are always {n, h, w, c} whatever
 /// the data format (the strides carry the layout); W dims are {kh, kw, i, o}.
 struct Buffer {
@@ -66,6 +98,7 @@ struct Buffer {
   DType dtype = DType::kFloat32;
   std::vector<std::int64_t> dims;
   std::vector<std::int64_t> strides;
+  BufferRole role = BufferRole::kTensor;
   std::int64_t elements() const;  // product of dims (size of the scratch allocation)
   friend bool operator==(const Buffer&, const Buffer&) = default;
 };
@@ -178,13 +211,20 @@ struct LoopNest {
   ConvProblem problem;
   std::vector<Buffer> buffers;
   std::vector<std::string> var_names;
+  std::vector<VarRole> var_roles;  // one per variable, as var_names
   std::vector<Stmt> body;
-  /// Records the schedule's choices (blocking, split, threads) for the kernel's name.
+  /// The kernel's name tokens, set once the schedule is final (the IR printer shows them).
   std::string schedule_summary;
+  /// Quantities a pass derived by applying its plan's rules to the shapes it found (a blocked
+  /// reduction's chunk rows, ...), by name, for the kernel's name and logs. Passes never read
+  /// them to decide anything.
+  std::map<std::string, std::int64_t> derived;
 
-  VarId new_var(std::string name);
+  VarId new_var(std::string name, VarRole role = VarRole::kOther);
+  VarRole role_of(VarId var) const { return var_roles[static_cast<std::size_t>(var)]; }
   int add_buffer(Buffer b);
   int buffer_of_kind(BufferKind kind) const;  // -1 when absent
+  int buffer_of_role(BufferRole role) const;  // the first such buffer, -1 when absent
   /// Bytes of all scratch buffers.
   std::int64_t scratch_bytes() const;
 };

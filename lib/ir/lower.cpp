@@ -34,6 +34,7 @@ class Lowerer {
     const char* name;
     std::int64_t extent;
     bool optional;  // left out (as the constant 0) when its extent is 1
+    VarRole role;
   };
 
   static std::vector<std::int64_t> to_vec(const std::array<std::int64_t, 4>& a) {
@@ -82,7 +83,7 @@ class Lowerer {
         continue;
       }
       Loop loop;
-      loop.var = nest_.new_var(d.name);
+      loop.var = nest_.new_var(d.name, d.role);
       loop.end = d.extent;
       values->push_back(Affine::var(loop.var));
       body->push_back(Stmt{std::move(loop)});
@@ -91,9 +92,9 @@ class Lowerer {
     return body;
   }
 
-  ReduceLoop reduce(const char* name, std::int64_t extent) {
+  ReduceLoop reduce(const char* name, std::int64_t extent, VarRole role) {
     ReduceLoop r;
-    r.var = nest_.new_var(name);
+    r.var = nest_.new_var(name, role);
     r.end = extent;
     return r;
   }
@@ -112,10 +113,13 @@ class Lowerer {
   static Access access(int buffer, std::vector<IndexExpr> idx) { return Access{buffer, std::move(idx)}; }
 
   // Outer dims of an activation-indexed output (forward Y, backprop-data X) in memory order.
-  std::vector<Dim> activation_dims(const char* h, std::int64_t eh, const char* w, std::int64_t ew,
-                                   const char* c, std::int64_t ec) const {
-    Dim n{"n", p_.n, false}, dh{h, eh, false}, dw{w, ew, false};
-    Dim g{"g", p_.groups, true}, dc{c, ec, true};
+  std::vector<Dim> activation_dims(bool input, const char* h, std::int64_t eh, const char* w,
+                                   std::int64_t ew, const char* c, std::int64_t ec) const {
+    Dim n{"n", p_.n, false, VarRole::kBatch};
+    Dim dh{h, eh, false, input ? VarRole::kInRow : VarRole::kOutRow};
+    Dim dw{w, ew, false, input ? VarRole::kInCol : VarRole::kOutCol};
+    Dim g{"g", p_.groups, true, VarRole::kGroup};
+    Dim dc{c, ec, true, input ? VarRole::kInChannel : VarRole::kOutChannel};
     if (p_.format == DataFormat::kNCHW) return {n, g, dc, dh, dw};
     return {n, dh, dw, g, dc};
   }
@@ -129,10 +133,11 @@ class Lowerer {
   void forward() {
     std::vector<Affine> vals;
     std::vector<Stmt>* body = open_loops(
-        &nest_.body, activation_dims("oh", p_.oh, "ow", p_.ow, "o", p_.oc_per_group()), &vals);
+        &nest_.body, activation_dims(false, "oh", p_.oh, "ow", p_.ow, "o", p_.oc_per_group()), &vals);
     auto [n, oh, ow, g, o] = bind(vals);
     Tile t = make_tile();
-    t.reduce = {reduce("kh", p_.kh), reduce("kw", p_.kw), reduce("i", p_.filter_in)};
+    t.reduce = {reduce("kh", p_.kh, VarRole::kTapRow), reduce("kw", p_.kw, VarRole::kTapCol),
+                reduce("i", p_.filter_in, VarRole::kInChannel)};
     const Affine kh = Affine::var(t.reduce[0].var), kw = Affine::var(t.reduce[1].var),
                  i = Affine::var(t.reduce[2].var);
     const Affine h = oh * p_.stride_h + kh * p_.dilation_h + (-p_.pad_top);
@@ -148,10 +153,11 @@ class Lowerer {
   void backprop_data() {
     std::vector<Affine> vals;
     std::vector<Stmt>* body = open_loops(
-        &nest_.body, activation_dims("ih", p_.ih, "iw", p_.iw, "i", p_.filter_in), &vals);
+        &nest_.body, activation_dims(true, "ih", p_.ih, "iw", p_.iw, "i", p_.filter_in), &vals);
     auto [n, ih, iw, g, i] = bind(vals);
     Tile t = make_tile();
-    t.reduce = {reduce("kh", p_.kh), reduce("kw", p_.kw), reduce("o", p_.oc_per_group())};
+    t.reduce = {reduce("kh", p_.kh, VarRole::kTapRow), reduce("kw", p_.kw, VarRole::kTapCol),
+                reduce("o", p_.oc_per_group(), VarRole::kOutChannel)};
     const Affine kh = Affine::var(t.reduce[0].var), kw = Affine::var(t.reduce[1].var),
                  o = Affine::var(t.reduce[2].var);
     // Gather form: the output position a tap reaches, exact only when the stride divides it.
@@ -169,15 +175,16 @@ class Lowerer {
     std::vector<Affine> vals;
     std::vector<Stmt>* body =
         open_loops(&nest_.body,
-                   {{"kh", p_.kh, false},
-                    {"kw", p_.kw, false},
-                    {"g", p_.groups, true},
-                    {"i", p_.filter_in, true},
-                    {"o", p_.oc_per_group(), true}},
+                   {{"kh", p_.kh, false, VarRole::kTapRow},
+                    {"kw", p_.kw, false, VarRole::kTapCol},
+                    {"g", p_.groups, true, VarRole::kGroup},
+                    {"i", p_.filter_in, true, VarRole::kInChannel},
+                    {"o", p_.oc_per_group(), true, VarRole::kOutChannel}},
                    &vals);
     const Affine &kh = vals[0], &kw = vals[1], &g = vals[2], &i = vals[3], &o = vals[4];
     Tile t = make_tile();
-    t.reduce = {reduce("n", p_.n), reduce("oh", p_.oh), reduce("ow", p_.ow)};
+    t.reduce = {reduce("n", p_.n, VarRole::kBatch), reduce("oh", p_.oh, VarRole::kOutRow),
+                reduce("ow", p_.ow, VarRole::kOutCol)};
     const Affine n = Affine::var(t.reduce[0].var), oh = Affine::var(t.reduce[1].var),
                  ow = Affine::var(t.reduce[2].var);
     const Affine h = oh * p_.stride_h + kh * p_.dilation_h + (-p_.pad_top);
@@ -201,7 +208,8 @@ class Lowerer {
     std::vector<Affine> vals;
     std::vector<Dim> dims;
     for (std::size_t d = 0; d < 4; ++d) {
-      dims.push_back({out == w_ ? kFilterNames[d] : kActNames[d], buf.dims[d], false});
+      dims.push_back({out == w_ ? kFilterNames[d] : kActNames[d], buf.dims[d], false,
+                      VarRole::kOther});
     }
     std::vector<Stmt>* body = &nest_.body;
     bool any_zero = false;

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "frontend/hash.hpp"
-#include "ir/target.hpp"
+#include "codegen/cpu/cpu_info.hpp"
 #include "runtime/disk_cache/file_io.hpp"
 
 namespace convjit::disk_cache {
@@ -120,8 +120,8 @@ Expected<std::vector<Entry>> read_archive(const std::filesystem::path& path) {
 }
 
 std::set<std::string> runnable_target_names() {
-  return {ir::Target::host(ir::Isa::kAvx512, 1).name(), ir::Target::host(ir::Isa::kAvx2, 1).name(),
-          ir::Target::generic(1).name()};
+  return {cpu::CpuInfo::host(cpu::Isa::kAvx512).name(), cpu::CpuInfo::host(cpu::Isa::kAvx2).name(),
+          cpu::CpuInfo::generic().name()};
 }
 
 }  // namespace convjit::disk_cache

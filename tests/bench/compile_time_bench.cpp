@@ -26,7 +26,7 @@
 #include "bench/bench_shapes.hpp"
 #include "codegen/x86/x86_backend.hpp"
 #include "frontend/validate.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
 #include "ir/printer.hpp"
 
 namespace convjit {
@@ -52,18 +52,17 @@ std::vector<std::string> split_list(const std::string& s) {
 
 // The target a host of `isa` would get, with every feature the emitter uses at that ISA, and
 // `fmas_per_cycle` when it is above 0.
-ir::Target target_for(ir::Isa isa, int threads, int fmas_per_cycle) {
-  ir::Target t = ir::Target::host(isa, threads);
+cpu::CpuInfo target_for(cpu::Isa isa, int fmas_per_cycle) {
+  cpu::CpuInfo t = cpu::CpuInfo::host(isa);
   if (t.isa != isa) {  // another machine's code: the defaults, not this host's tuning
     t.fmas_per_cycle = 2;
-    t.l1_bytes = ir::Target::kDefaultL1Bytes;
-    t.l2_bytes = ir::Target::kDefaultL2Bytes;
+    t.l1_bytes = cpu::CpuInfo::kDefaultL1Bytes;
+    t.l2_bytes = cpu::CpuInfo::kDefaultL2Bytes;
   }
   if (fmas_per_cycle > 0) t.fmas_per_cycle = fmas_per_cycle;
   t.isa = isa;
-  t.num_threads = threads;
   t.has_fma = t.has_f16c = true;
-  if (isa == ir::Isa::kAvx512) {
+  if (isa == cpu::Isa::kAvx512) {
     t.vector_bytes = 64;
     t.vector_registers = 32;
     t.has_avx512_bf16 = true;
@@ -118,7 +117,7 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "--isa takes avx512 or avx2\n");
     return 2;
   }
-  const ir::Isa isa = isa_name == "avx512" ? ir::Isa::kAvx512 : ir::Isa::kAvx2;
+  const cpu::Isa isa = isa_name == "avx512" ? cpu::Isa::kAvx512 : cpu::Isa::kAvx2;
   const std::vector<bench::BenchShape> shapes = bench::load_shapes(shapes_path);
 
   std::printf("%-20s %-11s %-4s %2s %9s %9s %9s %8s  %s\n", "shape", "op", "dt", "th", "sched-ms",
@@ -126,7 +125,7 @@ int run(int argc, char** argv) {
   std::vector<double> totals;
   for (const std::string& threads_text : split_list(threads_list)) {
     const int threads = std::max(1, std::atoi(threads_text.c_str()));
-    const ir::Target target = target_for(isa, threads, fmas_per_cycle);
+    const cpu::CpuInfo target = target_for(isa, fmas_per_cycle);
     for (const std::string& dt : split_list(dtypes_list)) {
       const DType dtype = dt == "bf16"  ? DType::kBFloat16
                           : dt == "f16" ? DType::kHalf
@@ -144,7 +143,7 @@ int run(int argc, char** argv) {
           std::string name, ir_text;
           for (int r = 0; r < repeats; ++r) {
             const Clock::time_point t0 = Clock::now();
-            const ir::LoopNest nest = ir::lower_and_schedule(problem.value(), target);
+            const ir::LoopNest nest = cpu::lower_and_schedule(problem.value(), target, threads);
             const Clock::time_point t1 = Clock::now();
             auto code = codegen::x86::emit_nest(nest, target);
             const Clock::time_point t2 = Clock::now();

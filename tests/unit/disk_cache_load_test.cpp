@@ -14,7 +14,7 @@
 #include "codegen/x86/x86_backend.hpp"
 #include "frontend/hash.hpp"
 #include "frontend/validate.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
 #include "reference/naive.hpp"
 #include "runtime/disk_cache/disk_cache.hpp"
 #include "runtime/disk_cache/disk_tier.hpp"
@@ -42,8 +42,8 @@ OpDescriptor descriptor() {
 class DiskCacheLoadTest : public ::testing::Test {
  public:
   void SetUp() override {
-    target_ = ir::Target::host(ir::Isa::kAvx512, 1);
-    if (target_.isa == ir::Isa::kGeneric) GTEST_SKIP() << "the x86 backend needs AVX2";
+    target_ = cpu::CpuInfo::host(cpu::Isa::kAvx512);
+    if (target_.isa == cpu::Isa::kGeneric) GTEST_SKIP() << "the x86 backend needs AVX2";
     std::string pattern = (fs::temp_directory_path() / "convjit-load-test-XXXXXX").string();
     ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
     root_ = pattern;
@@ -67,7 +67,7 @@ class DiskCacheLoadTest : public ::testing::Test {
   KernelCache::Entry get(bool* disk_hit) {
     auto build = [this](BuildRecord*) -> Expected<KernelCache::Entry> {
       ++builds_;
-      auto code = codegen::x86::emit_nest(ir::lower_and_schedule(problem_, target_), target_);
+      auto code = codegen::x86::emit_nest(cpu::lower_and_schedule(problem_, target_, 1), target_);
       if (!code) return code.status();
       auto kernel = std::make_shared<CompiledKernel>();
       kernel->problem = problem_;
@@ -114,7 +114,7 @@ class DiskCacheLoadTest : public ::testing::Test {
     return {s.begin(), s.end()};
   }
 
-  ir::Target target_;
+  cpu::CpuInfo target_;
   fs::path root_;
   std::unique_ptr<disk_cache::DiskCache> cache_;
   OpDescriptor desc_;

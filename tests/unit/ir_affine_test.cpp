@@ -4,7 +4,6 @@
 
 #include "ir/ir.hpp"
 #include "ir/printer.hpp"
-#include "ir/target.hpp"
 
 namespace convjit::ir {
 namespace {
@@ -96,25 +95,10 @@ TEST(IrAffine, TermListKeepsTermsInlineAndOnTheHeap) {
   EXPECT_EQ(sub.constant, 2);
 }
 
-TEST(IrAffine, AccumulatorAndTargets) {
+TEST(IrAffine, AccumulatorDtypes) {
   EXPECT_EQ(accumulator_dtype(DType::kFloat64), DType::kFloat64);
   EXPECT_EQ(accumulator_dtype(DType::kHalf), DType::kFloat32);
   EXPECT_EQ(accumulator_dtype(DType::kBFloat16), DType::kFloat32);
-  const Target g = Target::generic(3);
-  EXPECT_EQ(g.name(), "generic");
-  EXPECT_EQ(g.lanes(4), 1);
-  EXPECT_EQ(g.num_threads, 3);
-  const Target capped = Target::host(Isa::kGeneric, 1);
-  EXPECT_EQ(capped.isa, Isa::kGeneric);
-  const Target host = Target::host(Isa::kAvx512, 2);
-  if (host.isa == Isa::kAvx512) {
-    EXPECT_EQ(host.lanes(4), 16);
-    EXPECT_EQ(host.vector_registers, 32);
-    EXPECT_EQ(host.name().rfind("avx512", 0), 0u);
-  }
-  const Target avx2 = Target::host(Isa::kAvx2, 2);
-  EXPECT_NE(avx2.isa, Isa::kAvx512);
-  if (avx2.isa == Isa::kAvx2) EXPECT_EQ(avx2.lanes(8), 4);
 }
 
 }  // namespace

@@ -15,13 +15,21 @@
 #include <vector>
 
 #include "ir/interpreter.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
+#include "support/cpu_test_targets.hpp"
 #include "ir/printer.hpp"
 #include "reference/naive.hpp"
 #include "support/test_tensors.hpp"
 
-namespace convjit::ir {
+namespace convjit::cpu {
 namespace {
+
+using namespace ir;
+using testing::generic_target;
+using testing::host_target;
+using testing::lower_and_schedule;
+using testing::run;
+using testing::TestTarget;
 
 using convjit::testing::TestTensor;
 
@@ -185,16 +193,16 @@ class IrScheduleSweep : public ::testing::TestWithParam<SweepParam> {};
 
 TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
   const auto [dir, dtype] = GetParam();
-  const Target host = Target::host(Isa::kAvx512, 4);
+  const TestTarget host = host_target(Isa::kAvx512, 4);
   // An AVX-512 target with avx512_bf16 whatever the host: its schedules (bfloat16 reduction
   // pairs and image pairs) are interpreted here, so they are checked on any machine.
-  Target bf16_dot = Target::generic(2);
+  TestTarget bf16_dot = generic_target(2);
   bf16_dot.isa = Isa::kAvx512;
   bf16_dot.vector_bytes = 64;
   bf16_dot.vector_registers = 32;
   bf16_dot.has_fma = bf16_dot.has_f16c = bf16_dot.has_avx512_bf16 = true;
-  const std::vector<std::pair<Target, bool>> targets = {
-      {Target::generic(1), false}, {Target::generic(4), true}, {host, true}, {bf16_dot, true}};
+  const std::vector<std::pair<TestTarget, bool>> targets = {
+      {generic_target(1), false}, {generic_target(4), true}, {host, true}, {bf16_dot, true}};
   std::uint64_t seed = 11;
   for (const DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
     for (std::size_t gi = 0; gi < geometries().size(); ++gi) {
@@ -207,7 +215,7 @@ TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
       const auto tol = convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p));
       for (const auto& target_and_threading : targets) {
         // Plain names, not a structured binding: the observer lambda captures them.
-        const Target& target = target_and_threading.first;
+        const TestTarget& target = target_and_threading.first;
         const bool threaded = target_and_threading.second;
         SCOPED_TRACE(target.name() + (threaded ? " threaded" : ""));
         lower_and_schedule(p, target, [&](std::string_view pass, const LoopNest& nest) {
@@ -286,7 +294,7 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
     const Geometry g{c.n, c.hw, c.hw - 1, c.c, 3, 2, c.c, c.oc, 1, 2, 1, 1, Padding::kSame};
     const ConvProblem p =
         make_problem(g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
-    Target t = Target::generic(c.threads);
+    TestTarget t = generic_target(c.threads);
     t.isa = Isa::kAvx512;
     t.vector_bytes = 64;
     t.vector_registers = 32;
@@ -340,7 +348,7 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
       const Geometry g{c.n, c.hw, c.hw - 1, c.c, 3, 2, c.c, c.oc, 1, 2, 1, 1, Padding::kSame};
       const ConvProblem p =
           make_problem(g, ConvDirection::kBackpropFilter, dtype, DataFormat::kNHWC);
-      Target t = Target::generic(c.threads);
+      TestTarget t = generic_target(c.threads);
       t.isa = Isa::kAvx2;
       t.vector_bytes = 32;
       t.vector_registers = 16;
@@ -385,4 +393,4 @@ INSTANTIATE_TEST_SUITE_P(All, IrScheduleSweep, ::testing::ValuesIn(sweep_params(
                          });
 
 }  // namespace
-}  // namespace convjit::ir
+}  // namespace convjit::cpu

@@ -8,15 +8,23 @@
 #include <map>
 #include <regex>
 
-#include "ir/passes/pass_util.hpp"
-#include "ir/passes/tile_model.hpp"
-#include "ir/pipeline.hpp"
+#include "ir/transforms/nest_util.hpp"
+#include "codegen/cpu/tile_model.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
+#include "support/cpu_test_targets.hpp"
 
-namespace convjit::ir {
+namespace convjit::cpu {
 namespace {
 
-Target avx2() {
-  Target t;
+using namespace ir;
+using testing::generic_target;
+using testing::host_target;
+using testing::lower_and_schedule;
+using testing::run;
+using testing::TestTarget;
+
+TestTarget avx2() {
+  TestTarget t;
   t.isa = Isa::kAvx2;
   t.vector_bytes = 32;
   t.vector_registers = 16;
@@ -25,8 +33,8 @@ Target avx2() {
   return t;
 }
 
-Target avx512() {
-  Target t = avx2();
+TestTarget avx512() {
+  TestTarget t = avx2();
   t.isa = Isa::kAvx512;
   t.vector_bytes = 64;
   t.vector_registers = 32;
@@ -91,7 +99,7 @@ std::pair<std::int64_t, std::int64_t> named_tile(const LoopNest& nest) {
 }
 
 TEST(IrTileModel, ChosenTilesFitTheRegistersAndReuseTheirLoads) {
-  for (const Target& target : {avx2(), avx512()}) {
+  for (const TestTarget& target : {avx2(), avx512()}) {
     const TileModel m = TileModel::of(target, DType::kFloat32);
     // A wide data-gradient row: 56 positions x 128 channels, a 3x3x128 reduction.
     const TileShape s = m.choose(TileForm::kOuterProduct, 56, 128, 9 * 128);
@@ -114,7 +122,7 @@ TEST(IrTileModel, ChosenTilesFitTheRegistersAndReuseTheirLoads) {
 }
 
 TEST(IrTileModel, ElementwiseTilesLoadEveryOperandAndStayInRegisters) {
-  for (const Target& target : {avx2(), avx512()}) {
+  for (const TestTarget& target : {avx2(), avx512()}) {
     const TileModel m = TileModel::of(target, DType::kFloat32);
     const TileShape s = m.choose(TileForm::kElementwise, 32, 64, 25);
     EXPECT_TRUE(m.fits(TileForm::kElementwise, s.rows, vectors_of(m, s)));
@@ -125,7 +133,7 @@ TEST(IrTileModel, ElementwiseTilesLoadEveryOperandAndStayInRegisters) {
 
 TEST(IrTileModel, ThreeChannelDataGradientVectorizesPositionsNotChannels) {
   // The ResNet stem's data gradient: 3 input channels, 7x7 taps, stride 2.
-  for (const Target& target : {avx2(), avx512()}) {
+  for (const TestTarget& target : {avx2(), avx512()}) {
     const TileModel m = TileModel::of(target, DType::kFloat32);
     const ConvProblem p = backprop_data(DataFormat::kNHWC, 2, 224, 3, 64, 7, 2);
     LoopNest nest = lower_and_schedule(p, target);
@@ -147,7 +155,7 @@ TEST(IrTileModel, ThreeChannelDataGradientVectorizesPositionsNotChannels) {
 }
 
 TEST(IrTileModel, WideChannelDataGradientKeepsChannelVectors) {
-  for (const Target& target : {avx2(), avx512()}) {
+  for (const TestTarget& target : {avx2(), avx512()}) {
     const ConvProblem p = backprop_data(DataFormat::kNHWC, 2, 28, 128, 128, 3, 1);
     LoopNest nest = lower_and_schedule(p, target);
     EXPECT_EQ(nest.schedule_summary.find("wvec"), std::string::npos) << nest.schedule_summary;
@@ -158,7 +166,7 @@ TEST(IrTileModel, WideChannelDataGradientKeepsChannelVectors) {
 }
 
 TEST(IrTileModel, NchwDataGradientSharesEachDyVectorAcrossChannels) {
-  for (const Target& target : {avx2(), avx512()}) {
+  for (const TestTarget& target : {avx2(), avx512()}) {
     const ConvProblem p = backprop_data(DataFormat::kNCHW, 2, 28, 128, 128, 3, 1);
     LoopNest nest = lower_and_schedule(p, target);
     bool shared = false;
@@ -174,7 +182,7 @@ TEST(IrTileModel, NchwDataGradientSharesEachDyVectorAcrossChannels) {
 }
 
 TEST(IrTileModel, KernelNameIsTheTileThatDoesMostOfTheWork) {
-  for (const Target& target : {avx2(), avx512()}) {
+  for (const TestTarget& target : {avx2(), avx512()}) {
     for (const ConvProblem& p : {backprop_data(DataFormat::kNHWC, 1, 17, 48, 32, 3, 1),
                                  backprop_data(DataFormat::kNCHW, 1, 28, 16, 16, 3, 2),
                                  backprop_data(DataFormat::kNHWC, 1, 56, 3, 64, 7, 2)}) {
@@ -188,11 +196,6 @@ TEST(IrTileModel, KernelNameIsTheTileThatDoesMostOfTheWork) {
   }
 }
 
-}  // namespace
-}  // namespace convjit::ir
-
-namespace convjit::ir {
-namespace {
 
 // With a column granule (whole 64-byte lines, which streamed stores need), the main tile and
 // the column tail are both multiples of it where the extent allows, and the plain choice
@@ -233,7 +236,7 @@ TEST(IrTileModel, FilterGradientChunksGrowWhenPartialSumsOutgrowL2) {
 // them): on Zen 1 the 3x32 kernel ran 5-7% faster. At two a cycle the 1x32 tail's latency
 // bound tips the choice the other way. The rate is part of the target's name (the cache key).
 TEST(TileModel, HalfRateFmasTakeWiderShorterTiles) {
-  Target half = avx2();
+  TestTarget half = avx2();
   half.fmas_per_cycle = 1;
   const TileShape full_rate =
       TileModel::of(avx2(), DType::kFloat32).choose(TileForm::kOuterProduct, 28, 128, 9 * 128);
@@ -257,8 +260,8 @@ TEST(TileModel, HalfRateFmasTakeWiderShorterTiles) {
 // The target's name (part of every cache key) carries each fact that changes the code: the
 // FMA rate when it is not two a cycle, and per-core caches other than the defaults. The host's
 // caches, whatever the CPU reports, stay within sane bounds.
-TEST(Target, NamesTheTuningFactsThatChangeCode) {
-  Target t = avx2();
+TEST(CpuInfoName, NamesTheTuningFactsThatChangeCode) {
+  TestTarget t = avx2();
   EXPECT_EQ(t.name(), "avx2+f16c");
   t.fmas_per_cycle = 1;
   EXPECT_EQ(t.name(), "avx2+f16c/fma1");
@@ -266,7 +269,7 @@ TEST(Target, NamesTheTuningFactsThatChangeCode) {
   EXPECT_EQ(t.name(), "avx2+f16c/fma1/l2=512k");
   t.l1_bytes = 48 * 1024;
   EXPECT_EQ(t.name(), "avx2+f16c/fma1/l1=48k/l2=512k");
-  const Target host = Target::host(Isa::kAvx512, 1);
+  const TestTarget host = host_target(Isa::kAvx512, 1);
   if (host.isa != Isa::kGeneric) {
     EXPECT_GE(host.l1_bytes, 8 << 10);
     EXPECT_LE(host.l1_bytes, 256 << 10);
@@ -277,4 +280,4 @@ TEST(Target, NamesTheTuningFactsThatChangeCode) {
 }
 
 }  // namespace
-}  // namespace convjit::ir
+}  // namespace convjit::cpu

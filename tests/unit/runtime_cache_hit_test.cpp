@@ -89,7 +89,7 @@ std::vector<FieldCase> field_cases() {
 }
 
 std::string key_of(const OpDescriptor& desc, std::string_view backend = "", int threads = 1,
-                   ir::Isa isa = ir::Isa::kAvx2) {
+                   cpu::Isa isa = cpu::Isa::kAvx2) {
   std::string key;
   CompileOptions options;
   options.backend = std::string(backend);
@@ -109,7 +109,7 @@ TEST(RuntimeCacheHit, KeyTellsEveryFieldAndOptionApart) {
   EXPECT_NE(key_of(d, "", 1), key_of(d, "", 2));
   EXPECT_NE(key_of(d, ""), key_of(d, "interpreter"));
   EXPECT_NE(key_of(d, "x86"), key_of(d, "interpreter"));
-  EXPECT_NE(key_of(d, "", 1, ir::Isa::kAvx2), key_of(d, "", 1, ir::Isa::kGeneric));
+  EXPECT_NE(key_of(d, "", 1, cpu::Isa::kAvx2), key_of(d, "", 1, cpu::Isa::kGeneric));
   // Lists carry their length: moving a value from one list to the next changes the key.
   OpDescriptor a = d;
   OpDescriptor b = d;

@@ -27,7 +27,7 @@ TEST(RuntimeEnv, DefaultsWhenUnset) {
   EXPECT_EQ(config.verbose, 0);
   EXPECT_EQ(config.cache_capacity, kDefaultCacheCapacity);
   EXPECT_EQ(config.num_threads, hardware_threads());
-  EXPECT_EQ(config.isa_cap, ir::Isa::kAvx512);
+  EXPECT_EQ(config.isa_cap, cpu::Isa::kAvx512);
   EXPECT_EQ(config.backend, "");
   EXPECT_FALSE(config.always_compile);
 }
@@ -45,10 +45,10 @@ TEST(RuntimeEnv, GoodValues) {
   EXPECT_EQ(config.verbose, 2);
   EXPECT_EQ(config.cache_capacity, 16u);
   EXPECT_EQ(config.num_threads, 3);
-  EXPECT_EQ(config.isa_cap, ir::Isa::kAvx2);
+  EXPECT_EQ(config.isa_cap, cpu::Isa::kAvx2);
   EXPECT_EQ(config.backend, "interpreter");
   EXPECT_TRUE(config.always_compile);
-  EXPECT_EQ(parse({{"CONVJIT_ISA", "generic"}}, &warnings).isa_cap, ir::Isa::kGeneric);
+  EXPECT_EQ(parse({{"CONVJIT_ISA", "generic"}}, &warnings).isa_cap, cpu::Isa::kGeneric);
 }
 
 TEST(RuntimeEnv, BadValuesWarnOnceEachAndKeepDefaults) {
@@ -64,7 +64,7 @@ TEST(RuntimeEnv, BadValuesWarnOnceEachAndKeepDefaults) {
   EXPECT_EQ(config.verbose, 0);
   EXPECT_EQ(config.cache_capacity, kDefaultCacheCapacity);
   EXPECT_EQ(config.num_threads, hardware_threads());
-  EXPECT_EQ(config.isa_cap, ir::Isa::kAvx512);
+  EXPECT_EQ(config.isa_cap, cpu::Isa::kAvx512);
   EXPECT_FALSE(config.always_compile);
   warnings.clear();
   parse({{"CONVJIT_NUM_THREADS", "12abc"}, {"CONVJIT_CACHE_CAPACITY", "99999999999999999999"}},

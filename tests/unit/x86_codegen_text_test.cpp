@@ -17,7 +17,7 @@
 
 #include "codegen/x86/x86_backend.hpp"
 #include "frontend/validate.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
 
 namespace convjit::codegen {
 namespace {
@@ -66,9 +66,9 @@ std::string disassemble(std::span<const std::uint8_t> bytes) {
 
 // The host's target for `isa`; AVX-512 code is generated (not run) even where the host
 // lacks it, with every feature the emitter uses.
-ir::Target target_for(ir::Isa isa) {
-  ir::Target t = ir::Target::host(isa, 1);
-  if (isa == ir::Isa::kAvx512 && t.isa != isa) {
+cpu::CpuInfo target_for(cpu::Isa isa) {
+  cpu::CpuInfo t = cpu::CpuInfo::host(isa);
+  if (isa == cpu::Isa::kAvx512 && t.isa != isa) {
     t.isa = isa;
     t.vector_bytes = 64;
     t.vector_registers = 32;
@@ -77,8 +77,8 @@ ir::Target target_for(ir::Isa isa) {
   return t;
 }
 
-Compiled compile_for_target(const ConvProblem& p, const ir::Target& target) {
-  const ir::LoopNest nest = ir::lower_and_schedule(p, target);
+Compiled compile_for_target(const ConvProblem& p, const cpu::CpuInfo& target, int threads = 1) {
+  const ir::LoopNest nest = cpu::lower_and_schedule(p, target, threads);
   auto code = x86::emit_nest(nest, target);
   EXPECT_TRUE(code.has_value()) << code.status().to_string();
   Compiled c;
@@ -88,11 +88,11 @@ Compiled compile_for_target(const ConvProblem& p, const ir::Target& target) {
   return c;
 }
 
-Compiled compile_for(const ConvProblem& p, ir::Isa isa) {
+Compiled compile_for(const ConvProblem& p, cpu::Isa isa) {
   return compile_for_target(p, target_for(isa));
 }
 
-bool host_has(ir::Isa isa) { return ir::Target::host(isa, 1).isa == isa; }
+bool host_has(cpu::Isa isa) { return cpu::CpuInfo::host(isa).isa == isa; }
 
 struct Insn {
   std::uint64_t addr = 0;
@@ -175,11 +175,11 @@ TEST(X86CodegenText, Avx512F32FmaBroadcastsAndCleanInteriorLoops) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   for (OpKind op : {OpKind::kConv2DBackpropFilter, OpKind::kConv2DBackpropInput}) {
     // One vector per row: the broadcast rides on the FMA ({1to16}).
-    Compiled narrow = compile_for(problem_of(op, DType::kFloat32, 16), ir::Isa::kAvx512);
+    Compiled narrow = compile_for(problem_of(op, DType::kFloat32, 16), cpu::Isa::kAvx512);
     ASSERT_TRUE(narrow.code);
     EXPECT_TRUE(std::regex_search(narrow.disassembly, kEmbeddedBroadcastFma)) << op_name(op);
     // Several vectors per row: one vbroadcastss feeds them all, FMAs stay register-only.
-    Compiled c = compile_for(problem_of(op, DType::kFloat32, 64), ir::Isa::kAvx512);
+    Compiled c = compile_for(problem_of(op, DType::kFloat32, 64), cpu::Isa::kAvx512);
     ASSERT_TRUE(c.code);
     EXPECT_TRUE(std::regex_search(c.disassembly, std::regex(R"(vbroadcastss zmm\d+,DWORD PTR)")))
         << op_name(op);
@@ -202,7 +202,7 @@ TEST(X86CodegenText, SixteenBitTypesConvertThroughF32) {
   // Without avx512_bf16 (where it has it, bf16 filter gradients pair images instead),
   // bfloat16 widens by a 16-bit shift into f32 lanes, accumulates with f32 FMAs and rounds
   // back by integer arithmetic and a vpmovdw.
-  ir::Target t = target_for(ir::Isa::kAvx512);
+  cpu::CpuInfo t = target_for(cpu::Isa::kAvx512);
   t.has_avx512_bf16 = false;
   Compiled bf =
       compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 32), t);
@@ -217,11 +217,11 @@ TEST(X86CodegenText, SixteenBitTypesConvertThroughF32) {
       compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 32), t);
   ASSERT_TRUE(native.code);
   EXPECT_NE(native.disassembly.find("vcvtneps2bf16"), std::string::npos);
-  Compiled h = compile_for(problem_of(OpKind::kConv2DBackpropInput, DType::kHalf, 32), ir::Isa::kAvx512);
+  Compiled h = compile_for(problem_of(OpKind::kConv2DBackpropInput, DType::kHalf, 32), cpu::Isa::kAvx512);
   ASSERT_TRUE(h.code);
   EXPECT_NE(h.disassembly.find("vcvtph2ps zmm"), std::string::npos);
   EXPECT_NE(h.disassembly.find("vcvtps2ph"), std::string::npos);
-  Compiled d = compile_for(problem_of(OpKind::kConv2DBackpropInput, DType::kFloat64, 32), ir::Isa::kAvx512);
+  Compiled d = compile_for(problem_of(OpKind::kConv2DBackpropInput, DType::kFloat64, 32), cpu::Isa::kAvx512);
   ASSERT_TRUE(d.code);
   EXPECT_NE(d.disassembly.find("vfmadd231pd zmm"), std::string::npos);
 }
@@ -231,7 +231,7 @@ TEST(X86CodegenText, SixteenBitTypesConvertThroughF32) {
 // converts nothing (no widening shifts, no f32 FMAs).
 TEST(X86CodegenText, Bf16BackpropDataPairsTheReductionWithVdpbf16ps) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
-  ir::Target t = target_for(ir::Isa::kAvx512);
+  cpu::CpuInfo t = target_for(cpu::Isa::kAvx512);
   t.has_avx512_bf16 = true;  // generated, not run: the host may lack it
   Compiled c = compile_for_target(problem_of(OpKind::kConv2DBackpropInput, DType::kBFloat16, 64), t);
   ASSERT_TRUE(c.code);
@@ -258,13 +258,13 @@ TEST(X86CodegenText, Bf16BackpropDataPairsTheReductionWithVdpbf16ps) {
 // 3 channels). Its hot loop widens only each row's broadcast (bf16 by a vpand of the
 // broadcast word, nothing to count; f16 one vcvtph2ps per row), never the shared vectors.
 TEST(X86CodegenText, SixteenBitDataGradientsReadAWidenedFilter) {
-  if (!host_has(ir::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
+  if (!host_has(cpu::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
   for (const auto& [dtype, channels] : {std::pair{DType::kBFloat16, 128},
                                         {DType::kHalf, 128},
                                         {DType::kBFloat16, 3},
                                         {DType::kHalf, 3}}) {
     Compiled c =
-        compile_for(problem_of(OpKind::kConv2DBackpropInput, dtype, channels), ir::Isa::kAvx2);
+        compile_for(problem_of(OpKind::kConv2DBackpropInput, dtype, channels), cpu::Isa::kAvx2);
     ASSERT_TRUE(c.code);
     if (channels == 3) EXPECT_NE(c.code->name().find("wvec"), std::string::npos) << c.code->name();
     const LoopStats s = hottest_loop(parse(c.disassembly));
@@ -280,9 +280,9 @@ TEST(X86CodegenText, SixteenBitDataGradientsReadAWidenedFilter) {
 // A 16-bit filter gradient the CPU multiplies in f32 reads both operands from per-image f32
 // copies (x's rows broadcast 16 times per element here), so its hot loop converts nothing.
 TEST(X86CodegenText, SixteenBitFilterGradientsReadWidenedOperands) {
-  if (!host_has(ir::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
+  if (!host_has(cpu::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
   for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {
-    Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropFilter, dtype, 64), ir::Isa::kAvx2);
+    Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropFilter, dtype, 64), cpu::Isa::kAvx2);
     ASSERT_TRUE(c.code);
     EXPECT_NE(c.code->name().find("_wxdy"), std::string::npos) << c.code->name();
     const LoopStats s = hottest_loop(parse(c.disassembly));
@@ -297,11 +297,11 @@ TEST(X86CodegenText, SixteenBitFilterGradientsReadWidenedOperands) {
 // zero-extended to dwords, the second shifted into the high halves.
 TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
-  ir::Target t = target_for(ir::Isa::kAvx512);
+  cpu::CpuInfo t = target_for(cpu::Isa::kAvx512);
   t.has_avx512_bf16 = true;  // generated, not run: the host may lack it
-  t.num_threads = 1;         // one thread walks both images: one pair
+  // One thread walks both images: one pair.
   Compiled c =
-      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t);
+      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t, 1);
   ASSERT_TRUE(c.code);
   EXPECT_NE(c.code->name().find("_dp2n"), std::string::npos) << c.code->name();
   EXPECT_TRUE(std::regex_search(
@@ -317,9 +317,8 @@ TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   EXPECT_NE(c.disassembly.find("vpord"), std::string::npos);
   // Two threads take one image each: no pair to form, so the f32 FMAs read dy and x widened
   // once per image into the thread's slot, and the hot loop converts nothing.
-  t.num_threads = 2;
   Compiled one =
-      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t);
+      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t, 2);
   ASSERT_TRUE(one.code);
   EXPECT_NE(one.code->name().find("_wxdy"), std::string::npos) << one.code->name();
   EXPECT_EQ(one.disassembly.find("vdpbf16ps"), std::string::npos);
@@ -327,18 +326,17 @@ TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   EXPECT_GE(o.fmas, 8) << one.code->name();
   EXPECT_EQ(o.widenings, 0) << one.code->name();
   // Without avx512_bf16 the same problem keeps its widening f32 FMAs and no pair copies.
-  t.num_threads = 1;
   t.has_avx512_bf16 = false;
   Compiled w =
-      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t);
+      compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t, 1);
   ASSERT_TRUE(w.code);
   EXPECT_EQ(w.code->name().find("_dp2n"), std::string::npos) << w.code->name();
   EXPECT_EQ(w.disassembly.find("vdpbf16ps"), std::string::npos);
 }
 
 TEST(X86CodegenText, Avx2UsesYmmOnly) {
-  if (!host_has(ir::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
-  Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropFilter, DType::kFloat32, 64), ir::Isa::kAvx2);
+  if (!host_has(cpu::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
+  Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropFilter, DType::kFloat32, 64), cpu::Isa::kAvx2);
   ASSERT_TRUE(c.code);
   EXPECT_NE(c.disassembly.find("vfmadd231ps ymm"), std::string::npos);
   EXPECT_EQ(c.disassembly.find("zmm"), std::string::npos);
@@ -356,10 +354,10 @@ TEST(X86CodegenText, Avx2UsesYmmOnly) {
 // hot loop, whichever shape the schedule picks. (16-bit types convert every vector in a
 // register first, so the bound is for f32.)
 TEST(X86CodegenText, Avx2WideTilesLoadAtMostOncePerFma) {
-  if (!host_has(ir::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
+  if (!host_has(cpu::Isa::kAvx2) || !have_objdump()) GTEST_SKIP() << "needs AVX2 and objdump";
   for (int c_size : {64, 128}) {
     Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropInput, DType::kFloat32, c_size),
-                             ir::Isa::kAvx2);
+                             cpu::Isa::kAvx2);
     ASSERT_TRUE(c.code);
     const LoopStats s = hottest_loop(parse(c.disassembly));
     EXPECT_GE(s.fmas, 8) << c.code->name();
@@ -373,14 +371,14 @@ TEST(X86CodegenText, Avx2WideTilesLoadAtMostOncePerFma) {
 // that fits keeps plain stores.
 TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
-  for (ir::Isa isa : {ir::Isa::kAvx512, ir::Isa::kAvx2}) {
-    if (isa == ir::Isa::kAvx2 && !host_has(isa)) continue;
-    ir::Target t = target_for(isa);
+  for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
+    if (isa == cpu::Isa::kAvx2 && !host_has(isa)) continue;
+    cpu::CpuInfo t = target_for(isa);
     const ConvProblem p = problem_of(OpKind::kConv2DBackpropInput, DType::kFloat32, 64);
     t.llc_bytes = 0;
     Compiled s = compile_for_target(p, t);
     ASSERT_TRUE(s.code);
-    const char* reg = isa == ir::Isa::kAvx512 ? "zmm" : "ymm";
+    const char* reg = isa == cpu::Isa::kAvx512 ? "zmm" : "ymm";
     const std::regex nt_store(fmt::format(R"(vmovntps \w+ PTR \[[^\]]+\],{}\d+)", reg));
     EXPECT_TRUE(std::regex_search(s.disassembly, nt_store)) << s.code->name();
     EXPECT_TRUE(std::regex_search(s.disassembly, std::regex(R"(test\s+r8b,0x3f)")))
@@ -398,7 +396,7 @@ TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
         problem_of(OpKind::kConv2DBackpropInput, DType::kBFloat16, 64), t);
     ASSERT_TRUE(b.code);
     const std::regex half_store(fmt::format(R"(vmovntdq \w+ PTR \[[^\]]+\],{}\d+)",
-                                            isa == ir::Isa::kAvx512 ? "ymm" : "xmm"));
+                                            isa == cpu::Isa::kAvx512 ? "ymm" : "xmm"));
     EXPECT_TRUE(std::regex_search(b.disassembly, half_store)) << b.code->name();
   }
 }
@@ -420,11 +418,11 @@ TEST(X86CodegenText, NchwDepthwiseStride2RepeatsColumnsWithVpermps) {
     d.dtype = dtype;
     Expected<ConvProblem> p = validate(d);
     ASSERT_TRUE(p.has_value()) << p.status().to_string();
-    for (ir::Isa isa : {ir::Isa::kAvx512, ir::Isa::kAvx2}) {
-      if (isa == ir::Isa::kAvx2 && !host_has(isa)) continue;
+    for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
+      if (isa == cpu::Isa::kAvx2 && !host_has(isa)) continue;
       Compiled c = compile_for(*p, isa);
       ASSERT_TRUE(c.code);
-      const char* reg = isa == ir::Isa::kAvx512 ? "zmm" : "ymm";
+      const char* reg = isa == cpu::Isa::kAvx512 ? "zmm" : "ymm";
       EXPECT_TRUE(std::regex_search(
           c.disassembly, std::regex(fmt::format(R"(vpermps {0}\d+,{0}\d+,{0}\d+)", reg))))
           << c.code->name();
@@ -441,8 +439,8 @@ TEST(X86CodegenText, ChannelsLastCopiesTransposeInRegisters) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   ConvProblem p = problem_of(OpKind::kConv2DBackpropInput, DType::kFloat32, 32);
   p.format = DataFormat::kNCHW;
-  for (ir::Isa isa : {ir::Isa::kAvx512, ir::Isa::kAvx2}) {
-    if (isa == ir::Isa::kAvx2 && !host_has(isa)) continue;
+  for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
+    if (isa == cpu::Isa::kAvx2 && !host_has(isa)) continue;
     Compiled c = compile_for(p, isa);
     ASSERT_TRUE(c.code);
     EXPECT_NE(c.code->name().find("tonhwc"), std::string::npos) << c.code->name();
@@ -457,7 +455,7 @@ TEST(X86CodegenText, ChannelsLastCopiesTransposeInRegisters) {
 
 // The mapping holding the code must be readable and executable, never writable.
 TEST(X86CodegenText, CodePagesAreNotWritable) {
-  const ir::Isa isa = host_has(ir::Isa::kAvx512) ? ir::Isa::kAvx512 : ir::Isa::kAvx2;
+  const cpu::Isa isa = host_has(cpu::Isa::kAvx512) ? cpu::Isa::kAvx512 : cpu::Isa::kAvx2;
   if (!host_has(isa)) GTEST_SKIP() << "needs AVX2";
   Compiled c = compile_for(problem_of(OpKind::kConv2DBackpropInput, DType::kFloat32, 16), isa);
   ASSERT_TRUE(c.code);

@@ -69,9 +69,9 @@ ir::Stmt loop(ir::VarId var, std::int64_t begin, std::int64_t end, std::vector<i
 
 // An AVX-512 target with every feature the emitter uses: on a host without AVX-512 its code
 // is generated (and must assemble) but not run.
-ir::Target synthetic_avx512() {
-  ir::Target t = ir::Target::generic(2);
-  t.isa = ir::Isa::kAvx512;
+cpu::CpuInfo synthetic_avx512() {
+  cpu::CpuInfo t = cpu::CpuInfo::generic();
+  t.isa = cpu::Isa::kAvx512;
   t.vector_bytes = 64;
   t.vector_registers = 32;
   t.has_fma = true;
@@ -80,19 +80,19 @@ ir::Target synthetic_avx512() {
   return t;
 }
 
-bool runs_here(const ir::Target& t) { return ir::Target::host(t.isa, 1).isa == t.isa; }
+bool runs_here(const cpu::CpuInfo& t) { return cpu::CpuInfo::host(t.isa).isa == t.isa; }
 
-std::vector<ir::Target> targets() {
-  std::vector<ir::Target> out;
-  const ir::Target avx512 = ir::Target::host(ir::Isa::kAvx512, 2);
-  out.push_back(avx512.isa == ir::Isa::kAvx512 ? avx512 : synthetic_avx512());
-  ir::Target no_bf16 = out.back();  // the integer rounding path for bfloat16 results
+std::vector<cpu::CpuInfo> targets() {
+  std::vector<cpu::CpuInfo> out;
+  const cpu::CpuInfo avx512 = cpu::CpuInfo::host(cpu::Isa::kAvx512);
+  out.push_back(avx512.isa == cpu::Isa::kAvx512 ? avx512 : synthetic_avx512());
+  cpu::CpuInfo no_bf16 = out.back();  // the integer rounding path for bfloat16 results
   if (no_bf16.has_avx512_bf16) {
     no_bf16.has_avx512_bf16 = false;
     out.push_back(no_bf16);
   }
-  const ir::Target avx2 = ir::Target::host(ir::Isa::kAvx2, 2);
-  if (avx2.isa == ir::Isa::kAvx2) out.push_back(avx2);
+  const cpu::CpuInfo avx2 = cpu::CpuInfo::host(cpu::Isa::kAvx2);
+  if (avx2.isa == cpu::Isa::kAvx2) out.push_back(avx2);
   return out;
 }
 
@@ -129,10 +129,9 @@ Operands make_operands(const ir::LoopNest& nest) {
 // JIT and interpreter on copies of the same operands; every tensor must agree afterwards
 // (inputs included: nothing may be written outside the outputs).
 ::testing::AssertionResult jit_matches_interpreter(const ir::LoopNest& nest,
-                                                   const ir::Target& target,
+                                                   const cpu::CpuInfo& target,
                                                    std::int64_t reduction_length,
                                                    bool threaded = false) {
-  std::unique_ptr<Backend> backend = make_x86_backend(target);
   std::string why;
   if (!x86::can_emit(nest, target, &why)) return ::testing::AssertionFailure() << "refused: " << why;
   auto code = x86::emit_nest(nest, target);
@@ -187,7 +186,7 @@ TEST(X86Emitter, FilterLikeTileEveryDtypeAndTail) {
   // reduction with a remainder.
   const Case cases[] = {{4, 32, 16, 5}, {3, 21, 21, 6}, {5, 40, 40, 3}, {14, 64, 64, 2},
                         {2, 5, 5, 4},   {4, 16, 16, 37}, {1, 1, 1, 9}};
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : kAllDtypes) {
       for (const Case& cs : cases) {
         for (bool acc : {false, true}) {
@@ -204,7 +203,7 @@ TEST(X86Emitter, FilterLikeTileEveryDtypeAndTail) {
 TEST(X86Emitter, FilterLikeTileMatchesPlainLoop) {
   const std::int64_t c = 3, o = 20, width = 11;
   const ir::LoopNest nest = filter_like_nest(DType::kFloat32, c, o, o, width, false);
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     auto code = x86::emit_nest(nest, target);
     ASSERT_TRUE(code.has_value()) << code.status().to_string();
     if (!runs_here(target)) continue;
@@ -249,7 +248,7 @@ ir::LoopNest guarded_nest(DType dt, std::int64_t rows, std::int64_t cols, std::i
 }
 
 TEST(X86Emitter, GuardsPerRowPerPointAndWithDivisors) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : kAllDtypes) {
       for (std::int64_t rows : {1, 3, 4}) {
         for (std::int64_t cols : {7, 16, 19}) {
@@ -290,7 +289,7 @@ ir::LoopNest column_guarded_nest(DType dt, std::int64_t rows, std::int64_t cols,
 }
 
 TEST(X86Emitter, GuardsAlongTheColumn) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : kAllDtypes) {
       for (std::int64_t cols : {1, 6, 19}) {
         for (auto [dil, pad] : {std::pair{1, 1}, {3, 3}, {2, 0}}) {
@@ -326,7 +325,7 @@ ir::LoopNest vector_operands_nest(DType dt, std::int64_t rows, std::int64_t cols
 }
 
 TEST(X86Emitter, VectorOperandsAndStridedColumns) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : kAllDtypes) {
       for (std::int64_t cols : {5, 16, 35}) {
         for (auto [bs, cs] : {std::pair{1, 1}, {2, 1}, {1, 3}, {3, 2}}) {
@@ -374,7 +373,7 @@ ir::LoopNest store_nest(DType dt, DType scratch_dt, std::int64_t rows, std::int6
 }
 
 TEST(X86Emitter, StoresVectorScalarZeroAccumulateScratch) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : kAllDtypes) {
       const DType sdt = ir::accumulator_dtype(dt);
       for (std::int64_t len : {3, 16, 37}) {
@@ -394,7 +393,7 @@ TEST(X86Emitter, StoresVectorScalarZeroAccumulateScratch) {
 // transposed for W-vector tiles): 8x8 register blocks widened as they load, the row and column
 // tails element by element; the scratch is then copied to Y to compare.
 TEST(X86Emitter, TransposesSixteenBitSourcesWideningToF32) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : {DType::kBFloat16, DType::kHalf}) {
       for (auto [rows, cols] :
            {std::pair<std::int64_t, std::int64_t>{8, 8}, {13, 19}, {21, 8}, {16, 35}, {5, 11}}) {
@@ -423,7 +422,7 @@ TEST(X86Emitter, TransposesSixteenBitSourcesWideningToF32) {
 // Two 16-bit rows interleaved into the halves of each dword (copy_batch_operands' copy of an image
 // pair): whole vectors of pairs and a tail of single pairs, then copied to Y to compare.
 TEST(X86Emitter, InterleavesTwoSixteenBitRowsIntoPairs) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : {DType::kBFloat16, DType::kHalf}) {
       for (std::int64_t len : {3, 8, 16, 37, 40}) {
         NestBuilder nb(dt);
@@ -455,7 +454,7 @@ TEST(X86Emitter, InterleavesTwoSixteenBitRowsIntoPairs) {
 // A parallel loop over the batch around a reduction tile, plus a nested parallel loop run
 // serially inside it.
 TEST(X86Emitter, ParallelLoopsSplitAcrossThreads) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
       NestBuilder nb(dt);
       const std::int64_t batch = 7, c = 4, o = 24, len = 10;
@@ -485,7 +484,7 @@ TEST(X86Emitter, ParallelLoopsSplitAcrossThreads) {
 // Reduce loops with steps > 1, non-zero begins, more levels than counter registers and a
 // reduction with no points (the tile then stores its initial value).
 TEST(X86Emitter, DeepAndSteppedReductions) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : {DType::kFloat32, DType::kFloat64, DType::kHalf}) {
       NestBuilder nb(dt);
       const int x = nb.buffer(BufferKind::kX, dt, {2, 2, 2, 2, 2, 2, 2, 2, 20});
@@ -525,7 +524,7 @@ TEST(X86Emitter, DeepAndSteppedReductions) {
 
 // bfloat16 and half results round to nearest even, and NaN stays NaN.
 TEST(X86Emitter, NarrowingRoundsToNearestEvenAndKeepsNaN) {
-  for (const ir::Target& target : targets()) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DType dt : {DType::kBFloat16, DType::kHalf}) {
       NestBuilder nb(dt);
       const std::int64_t count = 37;

@@ -15,7 +15,7 @@
 #include "codegen/x86/x86_backend.hpp"
 #include "frontend/validate.hpp"
 #include "ir/interpreter.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
 #include "reference/naive.hpp"
 #include "support/test_tensors.hpp"
 
@@ -73,18 +73,18 @@ std::vector<std::int64_t> to_vec(const std::array<std::int64_t, 4>& a) { return 
 
 // On a host without AVX-512 the AVX-512 kernels are still scheduled and generated (they must
 // be accepted and assemble), but not run.
-std::vector<ir::Target> targets(int threads) {
-  std::vector<ir::Target> out;
-  ir::Target avx512 = ir::Target::host(ir::Isa::kAvx512, threads);
-  if (avx512.isa != ir::Isa::kAvx512) {
-    avx512.isa = ir::Isa::kAvx512;
+std::vector<cpu::CpuInfo> targets() {
+  std::vector<cpu::CpuInfo> out;
+  cpu::CpuInfo avx512 = cpu::CpuInfo::host(cpu::Isa::kAvx512);
+  if (avx512.isa != cpu::Isa::kAvx512) {
+    avx512.isa = cpu::Isa::kAvx512;
     avx512.vector_bytes = 64;
     avx512.vector_registers = 32;
     avx512.has_fma = avx512.has_f16c = avx512.has_avx512_bf16 = true;
   }
   out.push_back(avx512);
-  const ir::Target avx2 = ir::Target::host(ir::Isa::kAvx2, threads);
-  if (avx2.isa == ir::Isa::kAvx2) out.push_back(avx2);
+  const cpu::CpuInfo avx2 = cpu::CpuInfo::host(cpu::Isa::kAvx2);
+  if (avx2.isa == cpu::Isa::kAvx2) out.push_back(avx2);
   return out;
 }
 
@@ -99,20 +99,20 @@ ParallelFor thread_for() {
   };
 }
 
-// Runs one problem through the x86 backend; returns an assertion with the kernel's name.
+// Runs one problem through the x86 backend, scheduled for `threads`; returns an assertion with
+// the kernel's name.
 // `out_offset` >= 0 places the JIT's output that many bytes past a cache line's start
 // (TestTensor's own storage starts on one); `name`, when given, receives the kernel's name.
-::testing::AssertionResult check_problem(const ConvProblem& p, const ir::Target& target,
-                                         bool threaded, std::int64_t out_offset = -1,
+::testing::AssertionResult check_problem(const ConvProblem& p, const cpu::CpuInfo& target,
+                                         int threads, bool threaded, std::int64_t out_offset = -1,
                                          std::string* name = nullptr) {
-  const ir::LoopNest nest = ir::lower_and_schedule(p, target);
-  std::unique_ptr<Backend> backend = make_x86_backend(target);
+  const ir::LoopNest nest = cpu::lower_and_schedule(p, target, threads);
   std::string why;
   if (!x86::can_emit(nest, target, &why)) return ::testing::AssertionFailure() << "refused: " << why;
   Expected<std::unique_ptr<CompiledCode>> code = x86::emit_nest(nest, target);
   if (!code) return ::testing::AssertionFailure() << code.status().to_string();
   if (name != nullptr) *name = (*code)->name();
-  if (ir::Target::host(target.isa, 1).isa != target.isa) return ::testing::AssertionSuccess();
+  if (cpu::CpuInfo::host(target.isa).isa != target.isa) return ::testing::AssertionSuccess();
 
   const TensorRole out_role = p.output_role();
   TestTensor x(p.dtype, to_vec(p.shape(TensorRole::kX)));
@@ -195,12 +195,12 @@ class X86EndToEnd : public ::testing::TestWithParam<std::tuple<ConvDirection, DT
 
 TEST_P(X86EndToEnd, MatchesInterpreterAndReference) {
   const auto [dir, dtype] = GetParam();
-  for (const ir::Target& target : targets(2)) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (DataFormat format : {DataFormat::kNHWC, DataFormat::kNCHW}) {
       for (const Geometry& g : geometries()) {
         const ConvProblem p = make_problem(g, dir, dtype, format);
         for (bool threaded : {false, true}) {
-          EXPECT_TRUE(check_problem(p, target, threaded))
+          EXPECT_TRUE(check_problem(p, target, 2, threaded))
               << g.label << " " << target.name() << " " << data_format_name(format)
               << (threaded ? " threaded" : " serial");
         }
@@ -225,7 +225,7 @@ INSTANTIATE_TEST_SUITE_P(
 // vmovntps would fault) the same kernel must take its plain stores instead.
 TEST(X86EndToEndStream, StreamedOutputsMatchWhereverTheOutputStarts) {
   int streamed = 0;
-  for (ir::Target target : targets(2)) {
+  for (cpu::CpuInfo target : targets()) {
     target.llc_bytes = 0;
     for (ConvDirection dir : {ConvDirection::kForward, ConvDirection::kBackpropData}) {
       for (DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kHalf}) {
@@ -235,7 +235,7 @@ TEST(X86EndToEndStream, StreamedOutputsMatchWhereverTheOutputStarts) {
             const ConvProblem p = make_problem(g, dir, dtype, format);
             for (std::int64_t offset : {0, 4, 32}) {
               std::string name;
-              EXPECT_TRUE(check_problem(p, target, offset == 0, offset, &name))
+              EXPECT_TRUE(check_problem(p, target, 2, offset == 0, offset, &name))
                   << g.label << " " << target.name() << " " << data_format_name(format)
                   << " offset " << offset;
               if (name.find("_nt") != std::string::npos) ++streamed;
@@ -253,10 +253,10 @@ TEST(X86EndToEndStream, StreamedOutputsMatchWhereverTheOutputStarts) {
 // Empty problems: the nest is a zero fill of the output.
 TEST(X86EndToEndEmpty, ZeroFillsTheOutput) {
   Geometry g{"empty_batch", 0, 5, 5, 4, 3, 3, 4, 8, 1, 1, 1, 1, Padding::kSame, {}};
-  for (const ir::Target& target : targets(1)) {
+  for (const cpu::CpuInfo& target : targets()) {
     for (ConvDirection dir : {ConvDirection::kBackpropData, ConvDirection::kBackpropFilter}) {
       const ConvProblem p = make_problem(g, dir, DType::kFloat32, DataFormat::kNHWC);
-      EXPECT_TRUE(check_problem(p, target, false)) << direction_name(dir);
+      EXPECT_TRUE(check_problem(p, target, 1, false)) << direction_name(dir);
     }
   }
 }

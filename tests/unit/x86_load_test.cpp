@@ -19,7 +19,7 @@
 #include "codegen/x86/kernel_layout.hpp"
 #include "codegen/x86/x86_backend.hpp"
 #include "frontend/validate.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
 #include "reference/naive.hpp"
 #include "support/test_tensors.hpp"
 
@@ -71,7 +71,7 @@ std::vector<Case> cases() {
   };
 }
 
-bool host_has_avx2() { return ir::Target::host(ir::Isa::kAvx2, 1).isa == ir::Isa::kAvx2; }
+bool host_has_avx2() { return cpu::CpuInfo::host(cpu::Isa::kAvx2).isa == cpu::Isa::kAvx2; }
 
 // The layout text x86 code stores beside its bytes.
 std::string load_info_of(const CompiledCode& code) {
@@ -139,8 +139,8 @@ TEST(X86Load, LoadedCodeComputesWhatGeneratedCodeDoes) {
   for (const Case& c : cases()) {
     SCOPED_TRACE(c.label);
     const ConvProblem p = problem_of(c);
-    const ir::Target target = ir::Target::host(ir::Isa::kAvx512, c.threads);
-    auto generated = x86::emit_nest(ir::lower_and_schedule(p, target), target);
+    const cpu::CpuInfo target = cpu::CpuInfo::host(cpu::Isa::kAvx512);
+    auto generated = x86::emit_nest(cpu::lower_and_schedule(p, target, c.threads), target);
     ASSERT_TRUE(generated.has_value()) << generated.status().to_string();
     const std::string info = load_info_of(**generated);
     ASSERT_FALSE(info.empty());
@@ -175,9 +175,9 @@ struct Stored {
   std::string info;
 };
 
-Stored stored_kernel(const ir::Target& target) {
+Stored stored_kernel(const cpu::CpuInfo& target) {
   const ConvProblem p = problem_of(cases()[1]);
-  auto code = x86::emit_nest(ir::lower_and_schedule(p, target), target);
+  auto code = x86::emit_nest(cpu::lower_and_schedule(p, target, 3), target);
   EXPECT_TRUE(code.has_value());
   if (!code) return {};
   return {{(*code)->code_bytes().begin(), (*code)->code_bytes().end()}, load_info_of(**code)};
@@ -191,8 +191,8 @@ std::string replace_line(const std::string& text, const std::string& prefix, con
 }
 
 TEST(X86Load, RefusesLoadInfoThatDoesNotFit) {
-  const ir::Target avx2 = ir::Target::host(ir::Isa::kAvx2, 3);
-  if (avx2.isa != ir::Isa::kAvx2) GTEST_SKIP() << "needs AVX2";
+  const cpu::CpuInfo avx2 = cpu::CpuInfo::host(cpu::Isa::kAvx2);
+  if (avx2.isa != cpu::Isa::kAvx2) GTEST_SKIP() << "needs AVX2";
   const Stored s = stored_kernel(avx2);
   ASSERT_FALSE(s.code.empty());
   ASSERT_TRUE(x86::load_code(s.code, s.info, avx2).has_value());

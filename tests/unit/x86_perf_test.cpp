@@ -10,7 +10,7 @@
 
 #include "codegen/x86/x86_backend.hpp"
 #include "frontend/validate.hpp"
-#include "ir/pipeline.hpp"
+#include "codegen/cpu/cpu_pipeline.hpp"
 #include "support/test_tensors.hpp"
 
 namespace convjit::codegen {
@@ -20,7 +20,7 @@ using convjit::testing::TestTensor;
 
 std::vector<std::int64_t> to_vec(const std::array<std::int64_t, 4>& a) { return {a.begin(), a.end()}; }
 
-void time_problem(ConvDirection dir, ir::Isa isa) {
+void time_problem(ConvDirection dir, cpu::Isa isa) {
   OpDescriptor d;
   d.op = OpKind::kConv2D;
   d.input = {8, 28, 28, 128};
@@ -32,9 +32,9 @@ void time_problem(ConvDirection dir, ir::Isa isa) {
   p.direction = dir;
   p.op = dir == ConvDirection::kBackpropData ? OpKind::kConv2DBackpropInput : OpKind::kConv2DBackpropFilter;
 
-  const ir::Target target = ir::Target::host(isa, 1);
+  const cpu::CpuInfo target = cpu::CpuInfo::host(isa);
   const auto t0 = std::chrono::steady_clock::now();
-  const ir::LoopNest nest = ir::lower_and_schedule(p, target);
+  const ir::LoopNest nest = cpu::lower_and_schedule(p, target, 1);
   auto code = x86::emit_nest(nest, target);
   const double compile_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -60,8 +60,8 @@ void time_problem(ConvDirection dir, ir::Isa isa) {
 }
 
 TEST(X86Perf, PrintsSingleThreadGflopsForResnet3x3) {
-  for (ir::Isa isa : {ir::Isa::kAvx512, ir::Isa::kAvx2}) {
-    if (ir::Target::host(isa, 1).isa != isa) continue;
+  for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
+    if (cpu::CpuInfo::host(isa).isa != isa) continue;
     time_problem(ConvDirection::kBackpropData, isa);
     time_problem(ConvDirection::kBackpropFilter, isa);
   }

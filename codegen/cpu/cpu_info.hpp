@@ -1,0 +1,49 @@
+// CpuInfo: what the CPU planner and the x86 emitter may assume about the core that runs a
+// kernel: its vector ISA, FMA rate and cache sizes, read from the host (CPUID) or set by tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace convjit::cpu {
+
+enum class Isa : std::uint8_t { kGeneric, kAvx2, kAvx512 };
+
+struct CpuInfo {
+  Isa isa = Isa::kGeneric;
+  int vector_bytes = 0;       // 64 (zmm), 32 (ymm), 0 (scalar interpreter)
+  int vector_registers = 0;   // 32 (AVX-512), 16 (AVX2)
+  bool has_fma = false;
+  bool has_f16c = false;
+  bool has_avx512_bf16 = false;
+  // Vector FMAs the core starts per cycle at vector_bytes. Two on most x86 cores; one where
+  // the FMA pipes are half as wide as the vector and run each one in two halves (Zen 1 and
+  // Zen+ with ymm, Zen 4 with zmm). Half the rate halves the accumulators that hide the FMA
+  // latency, so small tiles and tails cost relatively less there.
+  int fmas_per_cycle = 2;
+  // Per-core data caches: the host's own (CpuInfo::host asks the C library, which reads
+  // CPUID); these defaults (Zen 4's) stand where it cannot tell.
+  static constexpr std::int64_t kDefaultL1Bytes = 32 * 1024;
+  static constexpr std::int64_t kDefaultL2Bytes = 1024 * 1024;
+  std::int64_t l1_bytes = kDefaultL1Bytes;
+  std::int64_t l2_bytes = kDefaultL2Bytes;
+  static constexpr std::int64_t kCacheLineBytes = 64;  // every x86 core
+  // The last-level cache one core's data lives in (a Zen CCX's L3, a server part's slice
+  // share): an output larger than this is evicted before anyone reads it back, so its tiles
+  // write it with non-temporal stores.
+  std::int64_t llc_bytes = 8 * 1024 * 1024;
+
+  /// Lanes of one vector for an element of `bytes` bytes (1 for the scalar target).
+  int lanes(int bytes) const { return vector_bytes > 0 ? vector_bytes / bytes : 1; }
+  /// "avx512", "avx2", "generic"; with the features that change code, e.g. "avx512+bf16", an
+  /// FMA rate other than two a cycle and caches other than the defaults, e.g.
+  /// "avx2+f16c/fma1/l2=512k".
+  std::string name() const;
+
+  /// A scalar core (no vector unit): what the CPU schedule assumes when no x86 ISA is used.
+  static CpuInfo generic();
+  /// The host CPU, capped at `max_isa` (CONVJIT_ISA).
+  static CpuInfo host(Isa max_isa);
+};
+
+}  // namespace convjit::cpu

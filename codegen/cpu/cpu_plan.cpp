@@ -1,0 +1,107 @@
+// plan_cpu: the one place the CPU schedule's decisions are made. The op family's rules live in
+// plan_data_gradient.cpp and plan_filter_gradient.cpp; what every op shares is here.
+#include "codegen/cpu/cpu_plan.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "codegen/cpu/plan_rules.hpp"
+
+namespace convjit::cpu {
+namespace {
+
+// A conservative serial speed for the estimate: small problems run far below peak, and they
+// are the ones the decision is about.
+constexpr double kSerialFlopsPerSecond = 20e9;
+// Waking the pool's threads and joining them, per parallel loop (measured: a few µs).
+constexpr double kDispatchSeconds = 5e-6;
+// Parallel loops a split kernel typically dispatches (the work, then the partial-sum reduce).
+constexpr double kDispatchesPerRun = 2;
+
+}  // namespace
+
+int useful_threads(const ConvProblem& problem, int max_threads) {
+  const int threads = std::max(1, max_threads);
+  if (threads == 1 || problem.is_empty()) return 1;
+  const double serial = static_cast<double>(problem.flops()) / kSerialFlopsPerSecond;
+  const double saved = serial * (1.0 - 1.0 / threads);
+  return saved > kDispatchesPerRun * kDispatchSeconds ? threads : 1;
+}
+
+bool widens_to_f32(DType dtype, const CpuInfo& cpu) {
+  return dtype == DType::kHalf || (dtype == DType::kBFloat16 && !cpu.has_avx512_bf16);
+}
+
+bool output_outgrows_llc(const ConvProblem& problem, const CpuInfo& cpu) {
+  return problem.elements(problem.output_role()) * dtype_size(problem.dtype) > cpu.llc_bytes;
+}
+
+std::string CpuPlan::describe() const {
+  std::string out = fmt::format("cpu={} threads={}", cpu.name(), threads);
+  auto flag = [&](bool on, const char* name) {
+    if (on) out += fmt::format(" {}", name);
+  };
+  flag(channels_last_copies, "channels_last_copies");
+  flag(position_vectors, "position_vectors");
+  flag(transposed_out_backprop, "transposed_out_backprop");
+  flag(channels_first_out_backprop_copy, "channels_first_out_backprop_copy");
+  flag(repeated_columns, "repeated_columns");
+  flag(planes_per_group, "planes_per_group");
+  if (residues_h > 1 || residues_w > 1) out += fmt::format(" residues={}x{}", residues_h, residues_w);
+  flag(pad_out_backprop_copies, "pad_out_backprop_copies");
+  if (pack_filter) out += fmt::format(" pack_filter={}", dtype_name(packed_filter_dtype));
+  if (channel_block > 0) {
+    out += fmt::format(" channel_block={}{}", channel_block,
+                       channel_blocks_around_rows ? "/rows" : "/image");
+  }
+  flag(deinterleave_multiplier, "deinterleave_multiplier");
+  flag(widen_depthwise_operands, "widen_depthwise_operands");
+  flag(pair_output_channels, "pair_output_channels");
+  flag(privatize_batch_copies, "privatize_batch_copies");
+  flag(channels_last_out_backprop, "channels_last_out_backprop");
+  static constexpr const char* kBlocking[] = {"none", "batch_chunks", "row_split"};
+  static constexpr const char* kSplit[] = {"none", "row_threads", "batch", "dims"};
+  static constexpr const char* kCopies[] = {"none", "pairs", "widen"};
+  if (reduction_blocking != ReductionBlocking::kNone) {
+    out += fmt::format(" reduction_blocking={}{}", kBlocking[static_cast<int>(reduction_blocking)],
+                       whole_image_chunks ? "/whole_images" : "");
+  }
+  flag(columns_outside_rows, "columns_outside_rows");
+  if (reduction_split != ReductionSplit::kNone) {
+    out += fmt::format(" reduction_split={}", kSplit[static_cast<int>(reduction_split)]);
+    if (reduction_split == ReductionSplit::kDims) {
+      out += fmt::format("/dim{}x{}", split_dim, split_chunks);
+    }
+  }
+  flag(partial_sums_for_rounding, "partial_sums_for_rounding");
+  if (batch_copies != BatchCopies::kNone) {
+    out += fmt::format(" batch_copies={}", kCopies[static_cast<int>(batch_copies)]);
+  }
+  flag(whole_line_output_tiles, "whole_line_output_tiles");
+  flag(stream_output, "stream_output");
+  return out;
+}
+
+CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads) {
+  CpuPlan plan;
+  plan.cpu = cpu;
+  plan.threads = useful_threads(problem, max_threads);
+  plan.tiles = TileModel::of(cpu, problem.dtype);
+  if (problem.is_empty()) return plan;  // a zero fill: nothing to decide
+  switch (problem.direction) {
+    case ConvDirection::kBackpropData: plan_data_gradient(problem, plan); break;
+    case ConvDirection::kBackpropFilter: plan_filter_gradient(problem, plan); break;
+    case ConvDirection::kForward: break;
+  }
+  plan.whole_line_output_tiles = cpu.vector_bytes > 0 && output_outgrows_llc(problem, cpu);
+  // A filter gradient's tiles write dW plainly only when its reduction is neither blocked (the
+  // tiles then accumulate) nor split (they then write partial sums, read back at the end).
+  const bool plain_output = problem.direction != ConvDirection::kBackpropFilter ||
+                            (plan.reduction_blocking == ReductionBlocking::kNone &&
+                             plan.reduction_split == ReductionSplit::kNone);
+  plan.stream_output = plan.whole_line_output_tiles && plain_output;
+  return plan;
+}
+
+}  // namespace convjit::cpu

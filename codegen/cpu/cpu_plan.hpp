@@ -1,0 +1,133 @@
+// CpuPlan: every decision the CPU schedule carries out for one problem on one core type, made in
+// one place (plan_cpu, before lowering) from the ConvProblem and the CpuInfo. The pass list
+// (cpu_pipeline.cpp) is built from it, each pass reads its part and decides nothing: it only
+// works out the geometry its part implies (which taps reach a border, where chunk boundaries
+// fall) and applies the plan's tile and blocking rules to the shapes it finds. The kernel's name
+// is printed from the plan (kernel_name.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "codegen/backend.hpp"
+#include "codegen/cpu/cpu_info.hpp"
+#include "codegen/cpu/tile_model.hpp"
+#include "frontend/problem.hpp"
+
+namespace convjit::cpu {
+
+/// How a filter gradient's reduction over (n, oh, ow) meets the caches and the threads.
+enum class ReductionBlocking : std::uint8_t {
+  kNone,         // every tile reduces over all of it (it fits in half the L2)
+  kBatchChunks,  // a batch loop outside the tiles, chunks of output rows inside (blk=n,ohR)
+  kRowSplit,     // each thread takes a share of every tile's rows (blk=ohxT,ohR)
+};
+
+/// How the threads share a filter gradient's reduction (data gradients and the forward op
+/// always split their independent outer loops).
+enum class ReductionSplit : std::uint8_t {
+  kNone,        // one thread (or independent loops only)
+  kRowThreads,  // the row split's per-thread loop (ReductionBlocking::kRowSplit)
+  kBatch,       // the blocked batch loop, in one chunk of images per thread (split=nbxT)
+  kDims,        // n, oh or ow divided into chunks, unblocked (split=nxT, ohxT, owxT)
+};
+
+/// The 16-bit filter gradient's per-thread copies of its batch operands.
+enum class BatchCopies : std::uint8_t {
+  kNone,
+  kPairs,  // image pairs interleaved for vdpbf16ps (dp2n)
+  kWiden,  // each image's dy (and x) widened to f32 once (wdy, wxdy)
+};
+
+struct CpuPlan final : codegen::Plan {
+  /// The core the kernel is planned for.
+  CpuInfo cpu;
+  /// Threads worth using: the caller's count, or 1 where waking the pool costs more than it
+  /// saves (small problems).
+  int threads = 1;
+  /// The register-tile cost model the tiles are chosen with, for this core and dtype.
+  TileModel tiles;
+
+  // --- The data gradient's layout (backprop data) --------------------------------------------
+  /// NCHW through NHWC copies of dy and dx: the rest of the schedule is NHWC's (tonhwc).
+  bool channels_last_copies = false;
+  /// Vectors along W and rows over input channels (NCHW; NHWC with few channels).
+  bool position_vectors = false;
+  /// NHWC position vectors read dy through a copy transposed to [n][oh][oc][ow] (wvec).
+  bool transposed_out_backprop = false;
+  /// NCHW depthwise: dy through per-group copies of its planes made right before the tiles.
+  bool channels_first_out_backprop_copy = false;
+  /// ... at stride 2 along W each column copied twice, so W needs no residues (dyp2).
+  bool repeated_columns = false;
+  /// ... into planes of each group's own (fewer images than threads: the group loop splits).
+  bool planes_per_group = false;
+  /// The residues each spatial dim of the input gradient is split into (1: none).
+  std::int64_t residues_h = 1, residues_w = 1;
+  /// Those dy copies get zero borders wide enough for every tap (zpad).
+  bool pad_out_backprop_copies = false;
+  /// NHWC: the filter packed once per call to [kh][kw][oc][ic] (pack), in this dtype.
+  bool pack_filter = false;
+  DType packed_filter_dtype = DType::kFloat32;
+  /// Blocks of input channels moved outside the pixel loops (cbW, around each row: cbWr); 0:
+  /// no blocks.
+  std::int64_t channel_block = 0;
+  bool channel_blocks_around_rows = false;
+  /// NHWC depthwise with a depth multiplier: filter and dy deinterleaved to [..][m][c] (deintM).
+  bool deinterleave_multiplier = false;
+  /// 16-bit NHWC depthwise: the tiles read f32 copies of the filter and dy (f32ops).
+  bool widen_depthwise_operands = false;
+  /// bfloat16 with vdpbf16ps: the packed filter's output channels in pairs (dp2).
+  bool pair_output_channels = false;
+  /// Operand copies per image walked in one chunk of images per thread (priv=xT).
+  bool privatize_batch_copies = false;
+
+  // --- The filter gradient's reduction ------------------------------------------------------
+  /// NCHW: dy copied channels-last so the tiles' columns (output channels) are contiguous (dyc).
+  bool channels_last_out_backprop = false;
+  ReductionBlocking reduction_blocking = ReductionBlocking::kNone;
+  /// kBatchChunks of whole images (everything fits, but the NCHW copy of dy should follow the
+  /// images); otherwise chunks of reduction_chunk_rows() output rows.
+  bool whole_image_chunks = false;
+  /// The tile loops of each tap interchanged so one column block's tiles run over all rows
+  /// (with any blocking, and wherever the batch does not divide among the threads).
+  bool columns_outside_rows = false;
+  ReductionSplit reduction_split = ReductionSplit::kNone;
+  /// kDims: the reduce dim divided (0 n, 1 oh, 2 ow) and into how many chunks.
+  int split_dim = 0;
+  std::int64_t split_chunks = 1;
+  /// One thread, 16-bit dW: accumulated into f32 partial sums, rounded once (acc=partial).
+  bool partial_sums_for_rounding = false;
+  BatchCopies batch_copies = BatchCopies::kNone;
+  /// The most bytes a per-thread copy of an operand may take and still be read from L2 between
+  /// its uses (half the core's L2): larger copies are made per row chunk, or not unblocked.
+  std::int64_t copy_budget_bytes = 0;
+
+  // --- Every op ------------------------------------------------------------------------------
+  /// The output outgrows the last-level cache: tiles writing it take whole cache lines of
+  /// columns where the extent allows ...
+  bool whole_line_output_tiles = false;
+  /// ... and those tiles (or the copy that writes it) store with non-temporal stores (nt),
+  /// except the filter gradient's, which accumulates.
+  bool stream_output = false;
+
+  std::string describe() const override;
+};
+
+/// The plan for `problem` on `cpu` with up to `max_threads` threads.
+CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads);
+
+/// Output rows per chunk of a blocked filter-gradient reduction whose widest tile has
+/// `tile_cols` columns (the plan's blocking rule, applied by block_reduction to its tiles).
+std::int64_t reduction_chunk_rows(const ConvProblem& problem, const CpuPlan& plan,
+                                  std::int64_t tile_cols);
+
+/// Whether a 16-bit filter gradient's per-image widened copy of x pays for itself with tiles of
+/// `tile_cols` columns: each x element is broadcast often enough that converting it once beats
+/// converting it at every broadcast.
+bool widening_input_pays(const ConvProblem& problem, std::int64_t tile_cols);
+
+/// The most chunks of output rows a blocked reduction emits as constant parts (each copies the
+/// tile nest) before its chunks grow instead.
+inline constexpr std::int64_t kMaxConstantChunks = 8;
+
+}  // namespace convjit::cpu

@@ -1,0 +1,596 @@
+// Per-thread copies of the batch's operands for 16-bit filter gradients (NHWC), made once the
+// schedule is final: image pairs for `vdpbf16ps`, or else dy (and x) widened to f32.
+//
+// Image pairs, for bfloat16 on CPUs with avx512_bf16. `vdpbf16ps` adds
+// two products per f32 lane, at twice the FMA rate, when both members of each pair sit in one
+// 32-bit word: acc[v] += a[2k]*b[2k][v] + a[2k+1]*b[2k+1][v]. The filter gradient reduces over
+// (n, oh, ow), and neither x nor dy keeps two reduction points side by side (NHWC puts a pixel's
+// channels together). Pairing along the batch makes one pair layout serve every tap, stride
+// and dilation: points (n, oh, ow) and (n+1, oh, ow) read the same x and dy positions of two
+// images. Once the schedule is final, the images go two at a time through copies that
+// interleave them, per thread (the innermost parallel loop around gives the slot):
+//
+//   blocked (block_reduction's per-chunk batch loops):
+//     for nb "batch":                      for np "image pairs":
+//       tiles: dW += x[e]*dy[e]      ->      xq[slot][0][k][m]  = x[e(2np + m)][k]   (k: h, w, i)
+//                                            dyq[slot][0][k][m] = dy[e(2np + m)][k]  (k: oh, ow, o)
+//                                            paired tiles on xq[slot][0], dyq[slot][0]
+//                                          (an odd last image: the tiles as they were)
+//   unblocked (everything fits in L2, so the tiles reduce over the images themselves):
+//     tiles: reduce n in [0, len)    ->    xq[slot][j][k][m] = x[base + 2j + m][k] for every pair j
+//                                          paired tiles: reduce n in [0, len/2) on xq[slot][n]
+//                                          (len even, and one pair or copies within half the L2)
+//
+// x's pair is then one dword per input channel (the row broadcast) and dyq's pairs are dword
+// lanes along the output channels (the column vector), the form emit_paired_tile takes. Each
+// copy walks an image as one run (x and dy are dense) and stores both members of a pair per
+// element, which the emitter turns into vector interleaves. The copies read each image once,
+// as the tiles did. A batch loop that is itself parallel, tiles that read other images, or an
+// odd unblocked image count keep the widening f32 tiles, and take the widened copies below.
+//
+// Without the dot product (bf16 on a CPU without avx512_bf16, f16 everywhere, and bf16 tiles
+// left unpaired on a CPU with it: batch1_3x3, or one image per thread) the same places
+// take one image at a time: its dy is widened into the slot (`dyw`, [slot][image][k], f32)
+// before its tiles, which then load plain f32 column vectors. Each dy vector is otherwise
+// widened at every point that reads it, once per tap and input-channel block (1.3-2.3x on
+// AVX2: resnet_3x3_s1 bf16 84 -> 54 ms on one thread). x likewise (`xw`) where each of its
+// elements is broadcast at least four times, so the tiles convert nothing (f16 resnet_3x3_s1
+// 71 -> 51 ms, bf16 54 -> 51; resnet_1x1's x, broadcast twice per element, stays).
+//
+// Either copy holds only the window of each image that its slot's tiles read: a thread that
+// takes some rows of every image (block_reduction's row split) copies those rows, not the
+// whole image (bf16 batch1_3x3 on 2 AVX2 threads: 800 KB of f32 dy per thread, past L2).
+// And where one image's copy would not stay in half the L2, a blocked batch loop makes it per
+// row chunk, inside the chunk loop, so the tiles read it from L1/L2 and the scratch holds a
+// chunk (AVX-512 bf16 resnet_1x1: 71 KB per thread instead of a 4 MB pair). dy's rows are
+// disjoint between chunks; x's overlap by the filter's height less one, so x is copied per
+// chunk only where that repeats little.
+#include <algorithm>
+
+#include "ir/transforms/nest_util.hpp"
+#include "codegen/cpu/passes/passes.hpp"
+
+namespace convjit::cpu {
+
+using namespace ir;
+namespace {
+
+class BatchOperandCopies {
+ public:
+  /// `pairs`: interleave image pairs for vdpbf16ps; otherwise widen each image's dy (and x
+  /// where that pays).
+  /// `budget`: the plan's most bytes a copy may take and still be read from L2.
+  BatchOperandCopies(LoopNest& nest, std::int64_t budget, bool pairs)
+      : nest_(nest), budget_(budget), pairs_(pairs) {
+    x_ = nest_.buffer_of_kind(BufferKind::kX);
+    y_ = nest_.buffer_of_kind(BufferKind::kY);
+    widen_x_ = !pairs_ && x_pays_for_its_copy();
+  }
+
+
+  /// Pairs the images of every batch loop under `body`, or of the tiles in `body` that reduce
+  /// over them; `slot` is the innermost parallel loop around (nullptr: none). Returns how many
+  /// places were paired.
+  int run(std::vector<Stmt>& body, const Loop* slot) {
+    int paired = 0;
+    for (std::size_t s = 0; s < body.size(); ++s) {
+      auto* l = std::get_if<Loop>(&body[s].node);
+      if (l == nullptr) continue;
+      std::optional<Affine> image;
+      // block_reduction's batch loops: per chunk of rows, and over a row split's leftover rows.
+      const bool batch_loop = nest_.role_of(l->var) == VarRole::kBatch;
+      if (batch_loop && l->kind == LoopKind::kSerial && batch_pairable(*l, &image)) {
+        if (!pairs_) {
+          widen_batch(*l, *image, slot);
+          ++paired;
+          continue;
+        }
+        std::vector<Stmt> replaced = pair_batch(*l, *image, slot);
+        body.erase(body.begin() + static_cast<std::ptrdiff_t>(s));
+        body.insert(body.begin() + static_cast<std::ptrdiff_t>(s),
+                    std::make_move_iterator(replaced.begin()),
+                    std::make_move_iterator(replaced.end()));
+        s += replaced.size() - 1;
+        ++paired;
+        continue;
+      }
+      if (l->kind == LoopKind::kParallel && reduce_pairable(l->body)) {
+        pairs_ ? pair_reduce(l->body, l) : widen_reduce(l->body, l);
+        ++paired;
+        continue;
+      }
+      paired += run(l->body, l->kind == LoopKind::kParallel ? l : slot);
+    }
+    if (paired == 0 && slot == nullptr && &body == &nest_.body && reduce_pairable(body)) {
+      pairs_ ? pair_reduce(body, nullptr) : widen_reduce(body, nullptr);
+      ++paired;
+    }
+    return paired;
+  }
+
+ private:
+  const Buffer& buffer(int b) const { return nest_.buffers[static_cast<std::size_t>(b)]; }
+
+  /// Whether `t` is a plain outer product of x (rows) and dy (columns) whose image index is
+  /// `var` (coefficient 1) plus terms fixed while `var` moves, the same expression as `image`
+  /// (set by the first tile), with no other index or guard moving with `var`.
+  bool tile_pairable(const Tile& t, VarId var, std::optional<Affine>* image) const {
+    if (t.paired || t.a.buffer != x_ || t.b.buffer != y_ || t.c.buffer == x_ || t.c.buffer == y_) {
+      return false;
+    }
+    for (const Access* a : {&t.a, &t.b}) {
+      if (a->index.size() != 4) return false;
+      for (const IndexExpr& e : a->index) {
+        if (e.divisor != 1) return false;
+      }
+      const Affine& e = a->index[0].numer;
+      if (e.coef_of(var) != 1 || (image->has_value() && !(**image == e))) return false;
+      for (std::size_t d = 1; d < a->index.size(); ++d) {
+        if (a->index[d].numer.coef_of(var) != 0) return false;
+      }
+      *image = e;
+    }
+    for (const Guard& g : t.guards) {
+      if (g.expr.numer.coef_of(var) != 0) return false;
+    }
+    return true;
+  }
+
+  /// Whether widening x once per image saves more than it costs. Each x element a tile row
+  /// broadcasts is otherwise widened once per broadcast: (FMAs per x element) / (tile
+  /// columns) times. The copy reads and writes each element once, about what two widened
+  /// broadcasts cost; below four broadcasts per element (resnet_1x1: 64 FMAs per x element
+  /// over 32-lane tile rows on AVX2) it is left out.
+  // The plan's rule for the widest tile the schedule made.
+  bool x_pays_for_its_copy() {
+    std::int64_t cols = 1;
+    for_each_tile(nest_.body, {},
+                  [&](Tile& t, const VarRanges&) { cols = std::max(cols, t.cols); });
+    return widening_input_pays(nest_.problem, cols);
+  }
+
+  /// The tiles are the only readers of x and dy in `body` (no copy reads them there).
+  bool only_tiles_read_operands(std::vector<Stmt>& body) const {
+    int accesses = 0, tiles = 0;
+    for_each_access(body, [&](const Access& a, bool) {
+      if (a.buffer == x_ || a.buffer == y_) ++accesses;
+    });
+    for_each_tile(body, {}, [&](Tile&, const VarRanges&) { ++tiles; });
+    return tiles > 0 && accesses == 2 * tiles;
+  }
+
+  /// A blocked batch loop: at least two images, step 1, every tile in it accumulating (into
+  /// dW or partial sums) over one image expression.
+  bool batch_pairable(Loop& batch, std::optional<Affine>* image) {
+    if (batch.step != 1 || batch.trip_count() < images_per_copy()) return false;
+    bool ok = true;
+    for_each_tile(batch.body, {}, [&](Tile& t, const VarRanges&) {
+      ok = ok && t.accumulate && tile_pairable(t, batch.var, image);
+    });
+    return ok && image->has_value() && only_tiles_read_operands(batch.body);
+  }
+
+  /// Unblocked tiles: every tile's first reduce loop walks the same even number of images
+  /// (two or more) from 0, step 1, at one image expression, and their copies stay small: one
+  /// pair, or all of them within half the L2 (the unblocked schedule of a batch that fits).
+  /// parallelize's split of a batch that blocking left alone can reach here with a large
+  /// batch per thread; that one keeps its f32 tiles rather than copy it whole.
+  bool reduce_pairable(std::vector<Stmt>& body) {
+    bool ok = true, any = false;
+    std::optional<ReduceLoop> images;
+    std::optional<Affine> image;
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      any = true;
+      if (!ok || t.reduce.empty()) {
+        ok = false;
+        return;
+      }
+      const ReduceLoop& n = t.reduce.front();
+      if (images.has_value() && !(*images == n)) ok = false;
+      images = n;
+      ok = ok && n.begin == 0 && n.step == 1 && n.end >= images_per_copy() &&
+           n.end % images_per_copy() == 0 && tile_pairable(t, n.var, &image);
+    });
+    if (!ok || !any) return false;
+    std::int64_t copied = 0;
+    if (pairs_) {
+      copied = (buffer(x_).strides[0] + buffer(y_).strides[0]) * dtype_size(buffer(x_).dtype);
+    } else {
+      for (const int operand : widened_operands()) {
+        copied += buffer(operand).strides[0] * dtype_size(accumulator_dtype(buffer(operand).dtype));
+      }
+    }
+    return (images->end == images_per_copy() || images->end * copied <= budget_) &&
+           only_tiles_read_operands(body);
+  }
+
+  /// The part of each image of an operand that one copy's tiles read: elements
+  /// [base + lo, base + lo + extent) of the image taken as one run, `base` moving with the
+  /// loops the copy sits in (the slot; a row chunk). A thread that takes some rows of an image
+  /// (a batch split by rows) copies only those, not the whole image.
+  struct Window {
+    Affine base;  // the terms that move with the loops the copy sits in (slot, row chunk)
+    std::int64_t lo = 0, extent = 0;
+    /// The image element that element `k` of the copy holds.
+    Affine element(const Affine& k) const { return base + lo + k; }
+  };
+
+  /// Where tile operand `a` (x or dy) lies within its image, taken as one run.
+  Affine within_image(const Access& a) const {
+    const Buffer& from = buffer(a.buffer);
+    return a.index[1].numer * from.strides[1] + a.index[2].numer * from.strides[2] +
+           a.index[3].numer;
+  }
+
+  /// The window of `operand`'s images (x_ or y_) that the tiles under `body` read, moving with
+  /// the loops `movers` around `body` (the slot; a row chunk loop); the whole image when their
+  /// reads cannot be bounded inside it (a loop between the movers and `body`, or offsets past
+  /// the image that only guards keep out: x's borders). The window moves at the first tile's
+  /// rates; tiles whose rows move at another (a row split's border parts take one row fewer
+  /// per thread) widen it.
+  Window window(std::vector<Stmt>& body, int operand,
+                const std::vector<const Loop*>& movers) const {
+    const std::int64_t image = buffer(operand).strides[0];
+    VarRanges mover_ranges;
+    for (const Loop* m : movers) {
+      if (m != nullptr)
+        mover_ranges[m->var] = Interval{m->begin, m->begin + (m->trip_count() - 1) * m->step};
+    }
+    Window w;
+    bool ok = true, any = false;
+    std::int64_t lo = 0, hi = 0;
+    for_each_tile(body, mover_ranges, [&](Tile& t, const VarRanges& outer) {
+      VarRanges ranges = outer;
+      if (!ok || !tile_ranges(t, &ranges)) return;
+      const Affine e = within_image(operand == x_ ? t.a : t.b);
+      if (!any) {
+        for (const auto& [var, range] : mover_ranges)
+          w.base = w.base + Affine::var(var, e.coef_of(var));
+      }
+      const std::optional<Interval> iv = interval_of(e - w.base, ranges);
+      if (!iv.has_value()) {
+        ok = false;
+        return;
+      }
+      lo = any ? std::min(lo, iv->lo) : iv->lo;
+      hi = any ? std::max(hi, iv->hi) : iv->hi;
+      any = true;
+    });
+    const std::optional<Interval> base = interval_of(w.base, mover_ranges);
+    if (!ok || !any || !base.has_value() || base->lo + lo < 0 || base->hi + hi >= image) {
+      return Window{Affine::constant_of(0), 0, image};
+    }
+    w.lo = lo;
+    w.extent = hi - lo + 1;
+    return w;
+  }
+
+  /// Where one operand's copies go in a blocked batch loop whose body is row chunk loops:
+  /// once per image at the batch loop (`whole`), or inside each chunk loop, of that chunk's
+  /// rows (`parts`, one per statement of the body). Per chunk when the image's copy would not
+  /// stay in half the L2 (the tiles would read it back from L3) and the chunks' windows
+  /// overlap little: dy's rows are disjoint; x's rows overlap by the filter's height less one
+  /// per chunk (a 3x3 filter's one-row chunks would copy each x row three times).
+  struct Placement {
+    Window whole;
+    std::vector<Window> parts;  // empty: the whole window at the batch loop
+    const Window& of_part(std::size_t i) const { return parts.empty() ? whole : parts[i]; }
+    std::int64_t largest() const {
+      std::int64_t e = whole.extent;
+      if (!parts.empty()) {
+        e = 0;
+        for (const Window& w : parts) e = std::max(e, w.extent);
+      }
+      return e;
+    }
+  };
+  Placement place(std::vector<Stmt>& batch_body, int operand, const Loop* slot_loop,
+                  std::int64_t copy_elem_bytes) const {
+    Placement p;
+    p.whole = window(batch_body, operand, {slot_loop});
+    if (p.whole.extent * copy_elem_bytes <= budget_) return p;
+    std::int64_t copied = 0;
+    for (Stmt& s : batch_body) {
+      auto* part = std::get_if<Loop>(&s.node);
+      if (part == nullptr) return Placement{p.whole, {}};
+      p.parts.push_back(window(part->body, operand, {slot_loop, part}));
+      copied += p.parts.back().extent * part->trip_count();
+    }
+    if (4 * copied > 5 * p.whole.extent) p.parts.clear();
+    return p;
+  }
+
+  /// The scratch `*id` (created on first use, named `name`, of `dtype`), grown to hold
+  /// [slots][images][extent] elements, times `members` in a last dimension when it holds
+  /// interleaved pairs ([..][extent][2]). Every place a copy is made reserves its own shape;
+  /// the scratch is the largest of them.
+  int reserve_scratch(int* id, const char* name, DType dtype, std::int64_t slots,
+                      std::int64_t images, std::int64_t extent, std::int64_t members) {
+    if (*id < 0) {
+      Buffer b;
+      b.name = name;
+      b.kind = BufferKind::kScratch;
+      b.role = id == &xq_ || id == &xw_ ? BufferRole::kInputCopy : BufferRole::kOutBackpropCopy;
+      b.dtype = dtype;
+      b.dims = {0, 0, 0};
+      if (members > 1) b.dims.push_back(members);
+      b.strides.assign(b.dims.size(), 1);
+      *id = nest_.add_buffer(std::move(b));
+    }
+    Buffer& b = nest_.buffers[static_cast<std::size_t>(*id)];
+    b.dims[0] = std::max(b.dims[0], slots);
+    b.dims[1] = std::max(b.dims[1], images);
+    b.dims[2] = std::max(b.dims[2], extent);
+    b.strides[2] = members;
+    b.strides[1] = b.dims[2] * members;
+    b.strides[0] = b.dims[1] * b.strides[1];
+    return *id;
+  }
+
+  /// The copy of window `w` of images `first` and `first + 1` (image expressions) of `src`
+  /// into dst[slot][pair]: one loop over the window storing both members of each pair.
+  Stmt interleave(int src, int dst, const Window& w, const Affine& first, const Affine& second,
+                  const Affine& slot, const Affine& pair, const char* name) {
+    Loop l;
+    l.var = nest_.new_var(name);
+    l.end = w.extent;
+    const IndexExpr zero(Affine::constant_of(0));
+    const Affine members[2] = {first, second};
+    for (std::int64_t m = 0; m < 2; ++m) {
+      Store s;
+      s.dst = Access{dst,
+                     {IndexExpr(slot), IndexExpr(pair), IndexExpr(Affine::var(l.var)),
+                      IndexExpr(Affine::constant_of(m))}};
+      s.has_src = true;
+      s.src = Access{src,
+                     {IndexExpr(members[m]), zero, zero, IndexExpr(w.element(Affine::var(l.var)))}};
+      l.body.push_back(Stmt{std::move(s)});
+    }
+    return Stmt{std::move(l)};
+  }
+
+  /// The tile reading member 0 of each pair from the scratches and member 1 beside it:
+  /// [n][h][w][c] becomes [slot][pair][(h*W + w)*C + c - window start][member].
+  void make_paired(Tile& t, const Window& xw, const Window& yw, const Affine& slot,
+                   const Affine& pair) {
+    auto member = [&](const Access& a, const Window& w, int scratch, std::int64_t m) {
+      return Access{scratch,
+                    {IndexExpr(slot), IndexExpr(pair),
+                     IndexExpr(within_image(a) - w.element(Affine::constant_of(0))),
+                     IndexExpr(Affine::constant_of(m))}};
+    };
+    t.a2 = member(t.a, xw, xq_, 1);
+    t.b2 = member(t.b, yw, yq_, 1);
+    t.a = member(t.a, xw, xq_, 0);
+    t.b = member(t.b, yw, yq_, 0);
+    t.paired = true;
+  }
+
+  /// The pair scratches, grown to hold `slots` x `pairs` x the windows' extents.
+  void reserve(std::int64_t slots, std::int64_t pairs, std::int64_t x_extent,
+               std::int64_t y_extent) {
+    reserve_scratch(&xq_, "xq", buffer(x_).dtype, slots, pairs, x_extent, 2);
+    reserve_scratch(&yq_, "dyq", buffer(y_).dtype, slots, pairs, y_extent, 2);
+  }
+
+  static Affine slot_of(const Loop* slot_loop) {
+    return slot_loop != nullptr ? Affine::var(slot_loop->var) + (-slot_loop->begin)
+                                : Affine::constant_of(0);
+  }
+
+  std::vector<Stmt> pair_batch(const Loop& batch, const Affine& image, const Loop* slot_loop) {
+    std::vector<Stmt> tiles = batch.body;
+    const std::int64_t pair_bytes = 2 * dtype_size(buffer(x_).dtype);
+    const Placement xp = place(tiles, x_, slot_loop, pair_bytes),
+                    yp = place(tiles, y_, slot_loop, pair_bytes);
+    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, xp.largest(), yp.largest());
+    const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
+    Loop pairs;
+    pairs.var = nest_.new_var("np");
+    pairs.end = batch.trip_count() / 2;
+    pairs.label = "image pairs";
+    const Affine first = Affine::var(pairs.var, 2) + batch.begin;
+    const Affine e0 = image.substitute(batch.var, first),
+                 e1 = image.substitute(batch.var, first + 1);
+    if (xp.parts.empty())
+      pairs.body.push_back(interleave(x_, xq_, xp.whole, e0, e1, slot, pair, "qx"));
+    if (yp.parts.empty())
+      pairs.body.push_back(interleave(y_, yq_, yp.whole, e0, e1, slot, pair, "qy"));
+    substitute(tiles, batch.var, first);
+    for (std::size_t i = 0; i < tiles.size(); ++i) {
+      const Window &xw = xp.of_part(i), &yw = yp.of_part(i);
+      std::vector<Stmt> part(1, std::move(tiles[i]));
+      for_each_tile(part, {},
+                    [&](Tile& t, const VarRanges&) { make_paired(t, xw, yw, slot, pair); });
+      // Per-chunk copies go first in their chunk loop (place() made parts only of loops).
+      std::vector<Stmt>* chunk =
+          xp.parts.empty() && yp.parts.empty() ? nullptr : &std::get<Loop>(part.front().node).body;
+      if (!yp.parts.empty()) {
+        chunk->insert(chunk->begin(), interleave(y_, yq_, yw, e0, e1, slot, pair, "qy"));
+      }
+      if (!xp.parts.empty()) {
+        chunk->insert(chunk->begin(), interleave(x_, xq_, xw, e0, e1, slot, pair, "qx"));
+      }
+      pairs.body.push_back(std::move(part.front()));
+    }
+
+    std::vector<Stmt> out;
+    out.push_back(Stmt{std::move(pairs)});
+    if (batch.trip_count() % 2 != 0) {
+      Loop last = loop_header(batch);
+      last.begin = batch.end - 1;
+      last.label = "last image";
+      last.body = batch.body;
+      out.push_back(Stmt{std::move(last)});
+    }
+    return out;
+  }
+
+  /// The image reduction reduce_pairable() found common to the tiles under `body`: its
+  /// length, variable and image expression.
+  struct ImageReduction {
+    std::int64_t len = 0;
+    VarId n = -1;
+    Affine image;
+  };
+  static ImageReduction image_reduction(std::vector<Stmt>& body) {
+    ImageReduction r;
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      r = {t.reduce.front().end, t.reduce.front().var, t.a.index[0].numer};
+    });
+    return r;
+  }
+
+  void pair_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
+    // Plain variables, not a structured binding: lambdas below capture them (C++20 allows
+    // capturing bindings; clang 14 does not).
+    const ImageReduction reduction = image_reduction(body);
+    const std::int64_t len = reduction.len;
+    const VarId n = reduction.n;
+    const Affine& image = reduction.image;
+    const Window xw = window(body, x_, {slot_loop}), yw = window(body, y_, {slot_loop});
+    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2, xw.extent, yw.extent);
+    const Affine slot = slot_of(slot_loop);
+    Loop pairs;
+    pairs.var = nest_.new_var("np");
+    pairs.end = len / 2;
+    pairs.label = "image pairs";
+    const Affine first = Affine::var(pairs.var, 2);
+    const Affine e0 = image.substitute(n, first), e1 = image.substitute(n, first + 1);
+    pairs.body.push_back(interleave(x_, xq_, xw, e0, e1, slot, Affine::var(pairs.var), "qx"));
+    pairs.body.push_back(interleave(y_, yq_, yw, e0, e1, slot, Affine::var(pairs.var), "qy"));
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      make_paired(t, xw, yw, slot, Affine::var(n));
+      t.reduce.front().end = len / 2;
+    });
+    body.insert(body.begin(), Stmt{std::move(pairs)});
+  }
+
+  std::int64_t images_per_copy() const { return pairs_ ? 2 : 1; }
+
+  /// The operands widen mode copies: dy always (the column vectors), x (the row broadcasts)
+  /// where each x element is broadcast often enough to pay for its copy.
+  std::vector<int> widened_operands() const {
+    return widen_x_ ? std::vector<int>{x_, y_} : std::vector<int>{y_};
+  }
+
+  /// The widened scratch of `operand` ("xw", "dyw": [slots][images][extent], f32), grown to
+  /// hold this place's copies.
+  int reserve_widened(int operand, std::int64_t slots, std::int64_t images, std::int64_t extent) {
+    return reserve_scratch(operand == x_ ? &xw_ : &yw_, operand == x_ ? "xw" : "dyw",
+                           accumulator_dtype(buffer(operand).dtype), slots, images, extent, 1);
+  }
+
+  /// for k: scratch[slot][index][k] = operand[image][window start + k], the window as one run.
+  Stmt widen(int operand, int scratch, const Window& w, const Affine& image, const Affine& slot,
+             const Affine& index) {
+    Loop l;
+    l.var = nest_.new_var(operand == x_ ? "wx" : "wy");
+    l.end = w.extent;
+    const IndexExpr zero(Affine::constant_of(0));
+    Store s;
+    s.dst = Access{scratch, {IndexExpr(slot), IndexExpr(index), IndexExpr(Affine::var(l.var))}};
+    s.has_src = true;
+    s.src =
+        Access{operand, {IndexExpr(image), zero, zero, IndexExpr(w.element(Affine::var(l.var)))}};
+    l.body.push_back(Stmt{std::move(s)});
+    return Stmt{std::move(l)};
+  }
+
+  /// The tile reading `operand` (its x rows or dy columns) from scratch[slot][index].
+  void read_widened(Tile& t, int operand, int scratch, const Window& w, const Affine& slot,
+                    const Affine& index) {
+    Access& a = operand == x_ ? t.a : t.b;
+    a = Access{scratch,
+               {IndexExpr(slot), IndexExpr(index),
+                IndexExpr(within_image(a) - w.element(Affine::constant_of(0)))}};
+  }
+
+  /// A blocked batch loop: each image's operands are widened into the slot before its tiles,
+  /// or each chunk's rows before the chunk's.
+  void widen_batch(Loop& batch, const Affine& image, const Loop* slot_loop) {
+    const Affine slot = slot_of(slot_loop), index = Affine::constant_of(0);
+    std::vector<Stmt> whole_copies;
+    for (const int operand : widened_operands()) {
+      const Placement p = place(batch.body, operand, slot_loop,
+                                dtype_size(accumulator_dtype(buffer(operand).dtype)));
+      const int scratch = reserve_widened(
+          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, p.largest());
+      for (std::size_t i = 0; i < batch.body.size(); ++i) {
+        const Window& w = p.of_part(i);
+        std::vector<Stmt> part(1, std::move(batch.body[i]));
+        for_each_tile(part, {}, [&](Tile& t, const VarRanges&) {
+          read_widened(t, operand, scratch, w, slot, index);
+        });
+        if (!p.parts.empty()) {
+          std::vector<Stmt>& chunk = std::get<Loop>(part.front().node).body;
+          chunk.insert(chunk.begin(), widen(operand, scratch, w, image, slot, index));
+        }
+        batch.body[i] = std::move(part.front());
+      }
+      if (p.parts.empty())
+        whole_copies.push_back(widen(operand, scratch, p.whole, image, slot, index));
+    }
+    batch.body.insert(batch.body.begin(), std::make_move_iterator(whole_copies.begin()),
+                      std::make_move_iterator(whole_copies.end()));
+  }
+
+  /// Unblocked tiles: every image's operands are widened into the slot before them.
+  void widen_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
+    // Plain variables, not a structured binding: lambdas below capture them (C++20 allows
+    // capturing bindings; clang 14 does not).
+    const ImageReduction reduction = image_reduction(body);
+    const std::int64_t len = reduction.len;
+    const VarId n = reduction.n;
+    const Affine& image = reduction.image;
+    const Affine slot = slot_of(slot_loop);
+    Loop images;
+    images.var = nest_.new_var("nw");
+    images.end = len;
+    images.label = "widened images";
+    for (const int operand : widened_operands()) {
+      const Window w = window(body, operand, {slot_loop});
+      const int scratch = reserve_widened(
+          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, len, w.extent);
+      images.body.push_back(widen(operand, scratch, w, image.substitute(n, Affine::var(images.var)),
+                                  slot, Affine::var(images.var)));
+      for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+        read_widened(t, operand, scratch, w, slot, Affine::var(n));
+      });
+    }
+    body.insert(body.begin(), Stmt{std::move(images)});
+  }
+
+  LoopNest& nest_;
+  std::int64_t budget_;
+  bool pairs_;
+  bool widen_x_ = false;
+  int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xw_ = -1, yw_ = -1;
+};
+
+}  // namespace
+
+LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
+  if (plan.batch_copies == BatchCopies::kNone) return nest;
+  // The copies walk each image of x and dy as one run.
+  if (!dense_images(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) ||
+      !dense_images(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
+    return nest;
+  }
+  if (plan.batch_copies == BatchCopies::kPairs) {
+    LoopNest paired = nest;
+    if (BatchOperandCopies(paired, plan.copy_budget_bytes, true).run(paired.body, nullptr) > 0) {
+      return paired;
+    }
+    // No pair to form (one image per thread or batch loop, an odd unblocked count): the
+    // unpaired tiles widen their bf16 operands like a CPU without the dot product, so they
+    // take its copies as well.
+  }
+  LoopNest widened = nest;
+  if (BatchOperandCopies(widened, plan.copy_budget_bytes, false).run(widened.body, nullptr) == 0) {
+    return nest;
+  }
+  return widened;
+}
+
+}  // namespace convjit::cpu

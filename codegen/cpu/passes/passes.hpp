@@ -1,0 +1,101 @@
+// The CPU schedule passes, in pipeline order (see cpu_pipeline.cpp). Each takes a valid LoopNest and
+// returns an equivalent one: interpreting before and after gives the same result.
+#pragma once
+
+#include "codegen/cpu/cpu_plan.hpp"
+#include "ir/ir.hpp"
+
+namespace convjit::cpu {
+
+/// Backprop data NCHW with enough channels to fill vectors: rebuilds the nest as the NHWC
+/// problem over scratch copies of dy and dx (copied in before the tiles and out after them),
+/// so every later pass schedules it as NHWC.
+ir::LoopNest channels_last_backprop_data(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Backprop data: reorders the input-channel loop inside the H loop so tiles can take rows over
+/// channels and vectors along W: always for NCHW (every channel shares the dy vector), and for
+/// NHWC when the cost model prefers W vectors over a mostly masked channel vector (few
+/// channels), routing dy through a scratch transposed to [n][oh][oc][ow].
+ir::LoopNest position_vectors(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Depthwise backprop data NCHW: reads dy through a copy of each group's planes, made right
+/// before their tiles (pad_transposed_out_backprop pads it), instead of in place; at stride 2
+/// along W the copy repeats every column and the taps go in pairs against per-column weights,
+/// so W needs no residues.
+ir::LoopNest copy_channels_first_out_backprop(ir::LoopNest nest, const CpuPlan& plan);
+
+
+/// Backprop data in the W-vector form: zero rows and columns around each image of the
+/// transposed dy copy, as wide as the taps reach, so the tiles need no guards on it and W and
+/// H get no border parts.
+ir::LoopNest pad_transposed_out_backprop(ir::LoopNest nest, const CpuPlan& plan);
+
+
+/// Backprop data NHWC: packs W once per call into a scratch [kh][kw][oc][i] so the tile's b
+/// operand is contiguous along the vectorized input channel.
+ir::LoopNest pack_filter(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Backprop data NHWC with a packed filter: moves blocks of input channels outside the pixel
+/// loops (around each row, or around the image when the filter outgrows L2), so one block's
+/// filter slice serves many pixels; the packed filter becomes [block][kh][kw][oc][cols].
+ir::LoopNest block_channels(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Depthwise backprop data NHWC with a depth multiplier M > 1: copies W and dy once per call
+/// into scratches laid out [..][m][c], so the channel vector is contiguous in both operands.
+ir::LoopNest deinterleave_multiplier(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Backprop filter NCHW: copies dy once per call into an NHWC scratch so the tiles' column
+/// vectors (output channels) are contiguous in it.
+ir::LoopNest channels_last_out_backprop(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Turns an innermost (row loop, column loop, 1x1 tile) nest into rows x cols register tiles
+/// sized for the target's vector lanes and registers, with remainder rows and channel tails.
+ir::LoopNest register_tile(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Bfloat16 backprop data on CPUs with avx512_bf16: re-packs the filter as pairs of output
+/// channels and makes every tile a paired tile (two reduction points per `vdpbf16ps`).
+ir::LoopNest pair_reduction(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Backprop filter: hoists the batch and blocks of output rows (sized to stay in L2) out of
+/// the tiles' reduction, so every tile of a chunk reuses its x and dy rows from cache; the
+/// tiles then accumulate into dW, which a Store nest zeroes first. Then splits the reduction
+/// among the threads (split_reduction).
+ir::LoopNest block_reduction(ir::LoopNest nest, const CpuPlan& plan);
+
+
+/// 16-bit depthwise backprop data (NHWC): the tiles read f32 copies of the filter (once per
+/// call) and of dy (per image), instead of widening both vectors at every reduction point.
+ir::LoopNest widen_depthwise_operands(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Backprop data whose tiles run on per-call copies of an operand (a transposed dy, NCHW's
+/// channels-last dy and dx): the batch walks images in one chunk per thread, copying each
+/// image into the thread's slot, so those scratches hold one image per thread.
+ir::LoopNest privatize_batch_copies(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Data gradients (and the forward op) whose output outgrows the last-level cache: marks the
+/// tiles that write whole cache lines of it, when nothing else touches it, for non-temporal
+/// stores.
+ir::LoopNest stream_output_stores(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Backprop filter: splits the reduction among the threads as the plan chose, each chunk
+/// writing private partial sums that a final Store nest adds up and rounds once into dW (the
+/// one place partial sums are made). block_reduction's last step.
+ir::LoopNest split_reduction(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Marks the outermost independent loops parallel (the filter gradient's copy of dy first moved
+/// into the split's per-chunk batch loop).
+ir::LoopNest parallelize(ir::LoopNest nest, const CpuPlan& plan);
+
+/// 16-bit backprop filter NHWC, once the schedule is final. Bfloat16 on CPUs with
+/// avx512_bf16: each per-thread batch loop takes its images in pairs, interleaving x and dy of
+/// the pair into the thread's slot, and every tile becomes a paired tile (two images per
+/// `vdpbf16ps`). Otherwise each image's dy is widened to f32 into the slot before its tiles.
+/// The copies hold only the part of each image the slot's tiles read.
+ir::LoopNest copy_batch_operands(ir::LoopNest nest, const CpuPlan& plan);
+
+/// Backprop filter NCHW, a step of parallelize once it has split the batch among the threads:
+/// dy's channels-last copy moves into the per-chunk batch loop, one image at a time into its
+/// chunk's slot, so the copy holds one image per thread. Returns whether it applied.
+bool privatize_filter_gradient_copy(ir::LoopNest& nest);
+
+}  // namespace convjit::cpu

@@ -1,0 +1,210 @@
+// The filter gradient's reduction split among the threads (backprop filter), the one place
+// partial sums are made. dW is small and its reduction over (n, oh, ow) large, so the threads
+// share the reduction: each chunk's tiles write private partial sums into scratch
+// [chunk][kh][kw][i][o] (never proportional to the activations), and a final Store nest adds
+// them up and rounds once into dW (so a 16-bit dW is rounded once, as SEMANTICS.md requires).
+// The plan chose the split; the forms it can take:
+//   - the row split's thread loop (block_reduction made it; each thread's rows accumulate)
+//     gets partial[rt] zeroed per thread, the leftover rows adding into partial[0];
+//   - the blocked batch loop splits into one chunk of images per thread;
+//   - an unblocked reduction splits n, oh or ow into chunks;
+//   - one thread with a blocked 16-bit dW accumulates into a single f32 partial.
+// The chunk (or thread) loop is parallel; parallelize marks the rest.
+#include "codegen/cpu/passes/passes.hpp"
+#include "ir/transforms/nest_util.hpp"
+
+namespace convjit::cpu {
+
+using namespace ir;
+namespace {
+
+// Scratch [chunk][kh][kw][i][o] of the accumulator dtype for each chunk's partial sums.
+int add_partial_buffer(LoopNest& nest, std::int64_t chunks) {
+  const ConvProblem& p = nest.problem;
+  Buffer partial;
+  partial.name = "partial";
+  partial.kind = BufferKind::kScratch;
+  partial.role = BufferRole::kPartialSums;
+  partial.dtype = accumulator_dtype(p.dtype);
+  partial.dims = {chunks, p.kh, p.kw, p.filter_in, p.oc};
+  const std::int64_t filter = p.kh * p.kw * p.filter_in * p.oc;
+  partial.strides = {filter, p.kw * p.filter_in * p.oc, p.filter_in * p.oc, p.oc, 1};
+  return nest.add_buffer(std::move(partial));
+}
+
+// dW = the sum over chunks of partial[chunk] (buffer `pb`), rounded into dW once:
+// for kh, kw, i, o: { for c in [1, chunks): partial[0] += partial[c]; dw = partial[0] }.
+Stmt sum_partials(LoopNest& nest, int pb, std::int64_t chunks) {
+  const ConvProblem& p = nest.problem;
+  const int dw = nest.buffer_of_kind(BufferKind::kW);
+  const std::int64_t extents[4] = {p.kh, p.kw, p.filter_in, p.oc};
+  const char* names[4] = {"rkh", "rkw", "ri", "ro"};
+  Affine v[4];
+  Loop root;
+  Loop* cur = nullptr;
+  for (int d = 0; d < 4; ++d) {
+    Loop l;
+    l.var = nest.new_var(names[d]);
+    l.end = extents[d];
+    v[d] = Affine::var(l.var);
+    if (cur == nullptr) {
+      root = std::move(l);
+      cur = &root;
+    } else {
+      cur->body.push_back(Stmt{std::move(l)});
+      cur = &std::get<Loop>(cur->body.back().node);
+    }
+  }
+  Loop sum;
+  sum.var = nest.new_var("rc");
+  sum.begin = 1;
+  sum.end = chunks;
+  Store add;
+  add.dst = Access{pb, {Affine::constant_of(0), v[0], v[1], v[2], v[3]}};
+  add.has_src = true;
+  add.src = Access{pb, {Affine::var(sum.var), v[0], v[1], v[2], v[3]}};
+  add.accumulate = true;
+  sum.body.push_back(Stmt{std::move(add)});
+  cur->body.push_back(Stmt{std::move(sum)});
+  Store out;
+  out.dst = Access{dw, {v[0], v[1], v[2], v[3]}};
+  out.has_src = true;
+  out.src = Access{pb, {Affine::constant_of(0), v[0], v[1], v[2], v[3]}};
+  cur->body.push_back(Stmt{std::move(out)});
+  return Stmt{std::move(root)};
+}
+
+// Every tile under `body` writes partial[chunk] at its dW element instead of dW.
+void into_partial(std::vector<Stmt>& body, int pb, const Affine& chunk) {
+  for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+    std::vector<IndexExpr> idx = {IndexExpr(chunk)};
+    idx.insert(idx.end(), t.c.index.begin(), t.c.index.end());
+    t.c = Access{pb, std::move(idx)};
+  });
+}
+
+// The zero fill of dW (a loop nest around one Store) writes partial[chunk] instead.
+void zero_into_partial(Loop& zero, int pb, const Affine& chunk) {
+  Loop* cur = &zero;
+  while (!cur->body.empty() && std::holds_alternative<Loop>(cur->body[0].node)) {
+    cur = &std::get<Loop>(cur->body[0].node);
+  }
+  auto& fill = std::get<Store>(cur->body[0].node);
+  std::vector<IndexExpr> idx = {IndexExpr(chunk)};
+  idx.insert(idx.end(), fill.dst.index.begin(), fill.dst.index.end());
+  fill.dst = Access{pb, std::move(idx)};
+}
+
+// Backprop filter after block_reduction: [zero dW, batch loop of tiles accumulating into dW].
+// The batch loop splits into `chunks` parallel parts; each zeroes and accumulates its own
+// partial sums.
+bool split_batch(LoopNest& nest, std::int64_t chunks) {
+  const ConvProblem& p = nest.problem;
+  if (nest.body.size() != 2 || p.n % chunks != 0) return false;
+  auto* zero = std::get_if<Loop>(&nest.body[0].node);
+  auto* batch = std::get_if<Loop>(&nest.body[1].node);
+  if (zero == nullptr || batch == nullptr || nest.role_of(batch->var) != VarRole::kBatch) {
+    return false;
+  }
+  const int pb = add_partial_buffer(nest, chunks);
+  Loop chunk_loop;
+  chunk_loop.var = nest.new_var("chunk", VarRole::kThreads);
+  chunk_loop.end = chunks;
+  chunk_loop.kind = LoopKind::kParallel;
+  const Affine ch = Affine::var(chunk_loop.var);
+  const std::int64_t len = p.n / chunks;
+  batch->end = len;
+  substitute(batch->body, batch->var, ch * len + Affine::var(batch->var));
+  into_partial(batch->body, pb, ch);
+  zero_into_partial(*zero, pb, ch);
+  chunk_loop.body.push_back(std::move(nest.body[0]));
+  chunk_loop.body.push_back(std::move(nest.body[1]));
+  nest.body.clear();
+  nest.body.push_back(Stmt{std::move(chunk_loop)});
+  nest.body.push_back(sum_partials(nest, pb, chunks));
+  return true;
+}
+
+// Backprop filter after block_reduction's row split: [zero dW, "row threads" loop, "row rest"
+// loop]. Each thread zeroes and accumulates its own partial sums; the leftover rows add into the
+// first thread's.
+bool split_row_threads(LoopNest& nest, int threads) {
+  if (nest.body.size() < 2) return false;
+  auto* zero = std::get_if<Loop>(&nest.body[0].node);
+  auto* split = std::get_if<Loop>(&nest.body[1].node);
+  if (zero == nullptr || split == nullptr || nest.role_of(split->var) != VarRole::kThreads) {
+    return false;
+  }
+  const int pb = add_partial_buffer(nest, threads);
+  into_partial(split->body, pb, Affine::var(split->var));
+  if (nest.body.size() > 2) {
+    into_partial(std::get<Loop>(nest.body[2].node).body, pb, Affine::constant_of(0));
+  }
+  zero_into_partial(*zero, pb, Affine::var(split->var));
+  split->body.insert(split->body.begin(), std::move(nest.body[0]));
+  split->kind = LoopKind::kParallel;
+  nest.body.erase(nest.body.begin());
+  nest.body.push_back(sum_partials(nest, pb, threads));
+  return true;
+}
+
+// An unblocked reduction: reduce dim `dim` (n, oh, ow) of every tile split into `chunks` parallel
+// chunks, each writing its own partial sums.
+void split_dim(LoopNest& nest, int dim, std::int64_t chunks) {
+  const ConvProblem& p = nest.problem;
+  const std::int64_t extent = dim == 0 ? p.n : dim == 1 ? p.oh : p.ow;
+  const std::int64_t len = extent / chunks;
+  const int pb = add_partial_buffer(nest, chunks);
+
+  Loop chunk_loop;
+  chunk_loop.var = nest.new_var("chunk", VarRole::kThreads);
+  chunk_loop.end = chunks;
+  chunk_loop.kind = LoopKind::kParallel;
+  const Affine ch = Affine::var(chunk_loop.var);
+  for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
+    ReduceLoop& r = t.reduce[static_cast<std::size_t>(dim)];
+    const VarId v = r.var;
+    const Affine shifted = ch * len + Affine::var(v);
+    const ReduceLoop original = r;
+    r.begin = 0;
+    r.end = len;
+    r.step = 1;
+    for (Access* a : {&t.a, &t.b}) {
+      for (IndexExpr& e : a->index) e.numer = e.numer.substitute(v, shifted);
+    }
+    for (Guard& g : t.guards) g.expr.numer = g.expr.numer.substitute(v, shifted);
+    // A border tile whose range was tightened keeps it as a guard on the chunked index.
+    if (original.begin != 0 || original.end != extent || original.step != 1) {
+      t.guards.push_back(Guard{shifted, original.begin, original.end});
+      if (original.step != 1) {
+        t.guards.push_back(Guard{IndexExpr(shifted + (-original.begin), original.step), 0, extent});
+      }
+    }
+    t.accumulate = false;
+  });
+  into_partial(nest.body, pb, ch);
+  chunk_loop.body = std::move(nest.body);
+  nest.body.clear();
+  nest.body.push_back(Stmt{std::move(chunk_loop)});
+  nest.body.push_back(sum_partials(nest, pb, chunks));
+}
+
+}  // namespace
+
+LoopNest split_reduction(LoopNest nest, const CpuPlan& plan) {
+  // The split restructures the tile nest alone; operand copies that run once per call (the NCHW
+  // channels-last dy) stay in front.
+  std::vector<Stmt> prologue = take_prologue(nest);
+  if (plan.partial_sums_for_rounding) split_batch(nest, 1);
+  switch (plan.reduction_split) {
+    case ReductionSplit::kNone: break;
+    case ReductionSplit::kRowThreads: split_row_threads(nest, plan.threads); break;
+    case ReductionSplit::kBatch: split_batch(nest, plan.threads); break;
+    case ReductionSplit::kDims: split_dim(nest, plan.split_dim, plan.split_chunks); break;
+  }
+  nest.body.insert(nest.body.begin(), std::make_move_iterator(prologue.begin()),
+                   std::make_move_iterator(prologue.end()));
+  return nest;
+}
+
+}  // namespace convjit::cpu

@@ -1,0 +1,121 @@
+// The CPU plan's data-gradient decisions: which layout the tiles take their vectors in, which
+// operands are copied or packed first, channel blocks and bfloat16 pairs. Every rule reads the
+// problem (as the schedule will see it) and the core; the numbers behind each are measured and
+// stated where the rule is.
+#include <algorithm>
+
+#include "codegen/cpu/plan_rules.hpp"
+
+namespace convjit::cpu {
+namespace {
+
+// Cycles to copy one dy element into the transposed scratch (a strided gather, lane by lane).
+constexpr double kTransposeCyclesPerElement = 1.5;
+// Share of L2 the packed filter may fill and still count as staying there between rows.
+constexpr double kFilterL2Share = 0.5;
+
+std::int64_t ceil_div_pos(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// NCHW with enough channels to fill vectors: the whole NHWC schedule (packed and
+// channel-blocked filter, register tiles over pixels x input channels) is faster than
+// W-vector tiles even counting two copies. In NCHW those tiles take vectors along W with rows
+// over a few input channels, each walking a dy window of every output channel, which outgrows
+// L1: they ran at about a third of the NHWC speed. A 1x1 filter at stride 1 is one matrix
+// product per image over contiguous H*W positions whose dy window is a single vector: its
+// W-vector tiles stay in L1 and the copies would only add (8x256x56x56 from 64 channels, two
+// threads: 21.9 ms with the copies, 12.6 without, NHWC 11.8).
+bool wants_channels_last_copies(const ConvProblem& p, const CpuInfo& cpu) {
+  const std::int64_t lanes = cpu.lanes(dtype_size(ir::accumulator_dtype(p.dtype)));
+  if (p.format != DataFormat::kNCHW || p.groups != 1 || p.depthwise ||
+      cpu.vector_registers == 0 || p.ic < lanes || p.oc < lanes) {
+    return false;
+  }
+  return !(p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1);
+}
+
+// NHWC with few input channels: a vector over 3 channels is mostly masked lanes, so W
+// positions become the vector and channels the rows, reading dy through a copy transposed to
+// [n][oh][oc][ow]. Compares both tiles' whole-problem cycles, the copy included.
+bool positions_win(const ConvProblem& p, const TileModel& model) {
+  // Per residue row: the positions of one residue class, each a reduction over the taps that
+  // reach it and every output channel.
+  const std::int64_t q = ceil_div_pos(p.iw, p.stride_w);
+  const std::int64_t k = ceil_div_pos(p.kh, p.stride_h) * ceil_div_pos(p.kw, p.stride_w) * p.oc;
+  const double channel = model.best_cycles(TileForm::kOuterProduct, q, p.filter_in, k);
+  const double position = model.best_cycles(TileForm::kOuterProduct, p.filter_in, q, k);
+  const double rows = static_cast<double>(p.n * p.ih * p.stride_w);
+  const double copy = kTransposeCyclesPerElement * static_cast<double>(p.n * p.oh * p.ow * p.oc);
+  return position * rows + copy < channel * rows;
+}
+
+}  // namespace
+
+ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
+  const CpuInfo& cpu = plan.cpu;
+  const bool vectors = cpu.vector_registers > 0;
+  plan.channels_last_copies = wants_channels_last_copies(problem, cpu);
+  // From here on the schedule sees the problem in the layout its tiles run in.
+  ConvProblem p = problem;
+  if (plan.channels_last_copies) p.format = DataFormat::kNHWC;
+  const bool nchw = p.format == DataFormat::kNCHW;
+  const std::int64_t mult = p.oc_per_group();
+
+  // Vectors along W with rows over input channels: always in NCHW (every channel shares the
+  // dy vector along W), and in NHWC where the model prefers them. Only with a channel loop to
+  // give the rows (several input channels per group).
+  plan.position_vectors = !plan.channels_last_copies && p.filter_in > 1 &&
+                          (nchw || (p.groups == 1 && positions_win(p, plan.tiles)));
+  plan.transposed_out_backprop = plan.position_vectors && !nchw;
+
+  // NCHW depthwise reads dy through per-group copies of its planes (there the lowered nest has
+  // a group loop to hold them: every depthwise problem with more than one channel).
+  plan.channels_first_out_backprop_copy =
+      nchw && p.depthwise && vectors && (p.groups > 1 || p.ih == 1);
+  plan.repeated_columns = plan.channels_first_out_backprop_copy && p.stride_w == 2 &&
+                          p.dilation_w == 1 && p.kw > 1 && p.dtype != DType::kFloat64;
+  plan.planes_per_group = plan.channels_first_out_backprop_copy && p.n < plan.threads;
+
+  // Stride residues: one class of input positions per residue, each a dense stride-1 problem.
+  // The repeated columns already make W's taps exact.
+  plan.residues_h = p.stride_h;
+  plan.residues_w = plan.repeated_columns ? 1 : p.stride_w;
+  // The W-contiguous dy copies get zero borders where taps reach past dy.
+  plan.pad_out_backprop_copies =
+      plan.transposed_out_backprop || plan.channels_first_out_backprop_copy;
+
+  // NHWC: the filter packed so a (tap, output channel) row of input channels is contiguous;
+  // 16-bit filters the core multiplies in f32 are widened by the same copy.
+  plan.pack_filter = !nchw && p.filter_in > 1 && p.oc > 1;
+  plan.packed_filter_dtype = widens_to_f32(p.dtype, cpu) ? DType::kFloat32 : p.dtype;
+
+  // Channel blocks as wide as the tile the model picks for a row of pixels, around each row
+  // when the whole packed filter stays in L2 between rows, around the image otherwise.
+  if (plan.pack_filter && !plan.position_vectors && p.groups == 1 && !p.depthwise && vectors) {
+    const std::int64_t cols =
+        plan.tiles.choose(TileForm::kOuterProduct, p.iw, p.ic, p.kh * p.kw * p.oc).cols;
+    if (cols < p.ic) {
+      const double filter_bytes = static_cast<double>(p.kh * p.kw * p.oc * p.ic) *
+                                  dtype_size(plan.packed_filter_dtype);
+      plan.channel_block = cols;
+      plan.channel_blocks_around_rows =
+          filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes);
+    }
+  }
+
+  plan.deinterleave_multiplier = !nchw && p.filter_in == 1 && p.groups > 1 && mult > 1;
+  plan.widen_depthwise_operands = p.depthwise && !nchw && !plan.deinterleave_multiplier &&
+                                  ir::accumulator_dtype(p.dtype) != p.dtype;
+  // vdpbf16ps takes the packed filter's output channels in pairs.
+  plan.pair_output_channels = cpu.has_avx512_bf16 && p.dtype == DType::kBFloat16 &&
+                              plan.pack_filter && !plan.position_vectors && mult % 2 == 0;
+  // Copies made per image (transposed or channels-last dy, dy planes, widened dy) walk the
+  // batch in one chunk of images per thread.
+  plan.privatize_batch_copies =
+      p.n >= plan.threads &&
+      (plan.channels_last_copies || plan.transposed_out_backprop ||
+       plan.channels_first_out_backprop_copy || plan.deinterleave_multiplier ||
+       plan.widen_depthwise_operands);
+  return p;
+}
+
+}  // namespace convjit::cpu

@@ -1,0 +1,31 @@
+// What the CPU planner's files share: the rules for each part of a CpuPlan (one file per op
+// family) and the facts about the core they read.
+#pragma once
+
+#include <cstdint>
+
+#include "codegen/cpu/cpu_plan.hpp"
+#include "ir/ir.hpp"
+
+namespace convjit::cpu {
+
+/// Threads worth using for `problem`: max_threads, or 1 when the estimated serial time saved
+/// by splitting is below the cost of waking the pool's threads a few times.
+int useful_threads(const ConvProblem& problem, int max_threads);
+
+/// Whether `cpu` multiplies `dtype` by widening it to f32 (f16 always, bf16 without
+/// avx512_bf16's `vdpbf16ps`): an operand copy the tiles read vectors from then writes f32.
+bool widens_to_f32(DType dtype, const CpuInfo& cpu);
+
+/// Whether the op's output is larger than the core's last-level cache: its stores then go to
+/// memory, and whole-line non-temporal stores pay.
+bool output_outgrows_llc(const ConvProblem& problem, const CpuInfo& cpu);
+
+/// The input gradient's decisions (layout, copies, packing, blocks, pairs); returns the
+/// problem as the schedule sees it after those decisions (NHWC behind channels-last copies).
+ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan);
+
+/// The filter gradient's decisions (its reduction's blocking and split, operand copies).
+void plan_filter_gradient(const ConvProblem& problem, CpuPlan& plan);
+
+}  // namespace convjit::cpu

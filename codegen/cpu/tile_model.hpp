@@ -1,0 +1,72 @@
+// The register-tile cost model: which rows x cols tile keeps the FMA units busiest for a given
+// target, tile form and problem extent. A few machine constants and a formula, never a table
+// of shapes.
+#pragma once
+
+#include <cstdint>
+
+#include "convjit/types.hpp"
+#include "codegen/cpu/cpu_info.hpp"
+
+namespace convjit::cpu {
+
+/// How a tile's operands vary along its column variable.
+enum class TileForm : std::uint8_t {
+  kNone,          // no vector column: cols stays 1
+  kOuterProduct,  // a broadcast per row, b a vector shared by all rows
+  kElementwise,   // a a vector per row, b a vector shared by all rows (depthwise)
+};
+
+/// A chosen tile: rows x cols elements.
+struct TileShape {
+  std::int64_t rows = 1;
+  std::int64_t cols = 1;
+};
+
+/// Estimates the cycles of a tiled row x column extent and picks the cheapest shape.
+class TileModel {
+ public:
+  /// The model for `target` and elements of `dtype` (accumulated in f32 or f64).
+  static TileModel of(const CpuInfo& cpu, DType dtype);
+
+  /// Best tile for `row_extent` x `col_extent` outputs, each a reduction of `reduce_points`.
+  /// `row_extent` 1 means no row blocking; `form` kNone forces cols = 1. With `col_granule`
+  /// above 1, the main tile's and the column tail's cols are both multiples of it when some
+  /// shape allows that (whole cache lines per row, which streamed stores need).
+  TileShape choose(TileForm form, std::int64_t row_extent, std::int64_t col_extent,
+                   std::int64_t reduce_points, std::int64_t col_granule = 1) const;
+
+  /// Estimated cycles of the whole extent with the tile choose() picks for it.
+  double best_cycles(TileForm form, std::int64_t row_extent, std::int64_t col_extent,
+                     std::int64_t reduce_points) const;
+
+  /// Rows an elementwise (depthwise) tile may take when its rows stream vectors
+  /// `row_stride_bytes` apart: they stop at the rows that map to distinct L1 sets.
+  std::int64_t elementwise_row_limit(std::int64_t row_stride_bytes) const;
+
+  /// Vector lanes of one accumulator register.
+  std::int64_t lanes() const { return lanes_; }
+
+  /// Whether rows x vecs accumulators and the operands the x86 emitter keeps beside them fit
+  /// the register file: the shared vectors and two temporaries, or, for an outer product,
+  /// every row's broadcast and one temporary the shared vectors stream through (vector targets).
+  bool fits(TileForm form, std::int64_t rows, std::int64_t vecs) const;
+
+  /// Estimated cycles of the whole extent tiled as rows x vecs vectors.
+  double cycles(TileForm form, std::int64_t rows, std::int64_t vecs, std::int64_t row_extent,
+                std::int64_t col_extent, std::int64_t reduce_points) const;
+
+ private:
+  /// Cycles of one tile of `rows` x `vecs` vectors over `reduce_points`.
+  double tile_cycles(TileForm form, std::int64_t rows, std::int64_t vecs,
+                     std::int64_t reduce_points) const;
+
+  std::int64_t lanes_ = 1;
+  int registers_ = 16;
+  int vector_bytes_ = 0;
+  std::int64_t l1_bytes_ = CpuInfo::kDefaultL1Bytes;
+  bool streams_ = false;
+  double fmas_per_cycle_ = 2;
+};
+
+}  // namespace convjit::cpu

@@ -1,0 +1,514 @@
+// Text tests of the CPU schedule passes on small problems: the exact IR each pass makes, for
+// plans made on generic and AVX2 cores built by hand (so they hold on any host). The expected
+// texts were checked by hand against the formulas in SEMANTICS.md: they pin down the
+// schedule's shape (tile sizes, channel blocks, the chunked reduction, the operand copies),
+// not just its numerical result, which ir_schedule_sweep_test checks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <regex>
+
+#include "codegen/cpu/cpu_pipeline.hpp"
+#include "codegen/cpu/kernel_name.hpp"
+#include "codegen/cpu/passes/passes.hpp"
+#include "ir/lower.hpp"
+#include "ir/printer.hpp"
+#include "ir/transforms/nest_util.hpp"
+#include "ir/transforms/transforms.hpp"
+#include "support/cpu_test_targets.hpp"
+#include "support/ir_test_problems.hpp"
+
+namespace convjit::cpu {
+namespace {
+
+using namespace ir;
+using convjit::testing::avx2_target;
+using convjit::testing::strided_backprop_data;
+using testing::generic_target;
+using testing::lower_and_schedule;
+using testing::run;
+using testing::TestTarget;
+
+TEST(IrPassText, PackFilterAndRegisterTile) {
+  const TestTarget t = generic_target(1);
+  LoopNest n = border_peel(stride_residue_split(lower(strided_backprop_data())));
+  EXPECT_EQ(print(run(register_tile, run(pack_filter, std::move(n), t), t)), R"(kernel backprop_data float32 NHWC
+buffer dx X float32 dims [1, 5, 5, 3] strides [75, 15, 3, 1]
+buffer w W float32 dims [3, 3, 3, 2] strides [18, 6, 2, 1]
+buffer dy Y float32 dims [1, 3, 3, 2] strides [18, 6, 2, 1]
+buffer wp scratch float32 dims [3, 3, 2, 3] strides [18, 6, 3, 1]
+for pkh in [0, 3):
+  for pkw in [0, 3):
+    for po in [0, 2):
+      for pi in [0, 3):
+        store wp[pkh, pkw, po, pi] = w[pkh, pkw, pi, po]
+for n in [0, 1):
+  for qh in [0, 3) "residue 0, interior":
+    for qw in [0, 3) step 3 "residue 0":
+      for i in [0, 3) step 3:
+        tile r:3 x v:3
+          reduce jh in [0, 1) jw in [0, 1) o in [0, 2)
+          dx[n, 2*qh, 2*r + 2*qw, i + v] = dy[n, qh - jh, r + qw - jw, o] * wp[2*jh + 1, 2*jw + 1, o, i + v]
+    for qw in [0, 2) step 2 "residue 1":
+      for i in [0, 3) step 3:
+        tile r:2 x v:3
+          reduce jh in [0, 1) jw in [0, 2) o in [0, 2)
+          dx[n, 2*qh, 2*r + 2*qw + 1, i + v] = dy[n, qh - jh, r + qw - jw + 1, o] * wp[2*jh + 1, 2*jw, o, i + v]
+  for qh in [0, 2) "residue 1, interior":
+    for qw in [0, 3) step 3 "residue 0":
+      for i in [0, 3) step 3:
+        tile r:3 x v:3
+          reduce jh in [0, 2) jw in [0, 1) o in [0, 2)
+          dx[n, 2*qh + 1, 2*r + 2*qw, i + v] = dy[n, qh - jh + 1, r + qw - jw, o] * wp[2*jh, 2*jw + 1, o, i + v]
+    for qw in [0, 2) step 2 "residue 1":
+      for i in [0, 3) step 3:
+        tile r:2 x v:3
+          reduce jh in [0, 2) jw in [0, 2) o in [0, 2)
+          dx[n, 2*qh + 1, 2*r + 2*qw + 1, i + v] = dy[n, qh - jh + 1, r + qw - jw + 1, o] * wp[2*jh, 2*jw, o, i + v]
+)");
+}
+
+TEST(IrPassText, RegisterTileAddsRowAndColumnTails) {
+  ConvProblem p;
+  p.direction = ConvDirection::kForward;
+  p.n = p.ih = p.oh = p.kh = p.kw = 1;
+  p.iw = p.ow = 17;
+  p.ic = p.filter_in = 16;
+  p.oc = 5;
+  const TestTarget t = generic_target(1);
+  EXPECT_EQ(print(run(register_tile, border_peel(lower(p)), t)), R"(kernel forward float32 NHWC
+buffer x X float32 dims [1, 1, 17, 16] strides [272, 272, 16, 1]
+buffer w W float32 dims [1, 1, 16, 5] strides [80, 80, 5, 1]
+buffer y Y float32 dims [1, 1, 17, 5] strides [85, 85, 5, 1]
+for n in [0, 1):
+  for oh in [0, 1) "interior":
+    for ow in [0, 12) step 6:
+      for o in [0, 4) step 2:
+        tile r:6 x v:2
+          reduce kh in [0, 1) kw in [0, 1) i in [0, 16)
+          y[n, oh, ow + r, o + v] = x[n, oh + kh, ow + r + kw, i] * w[kh, kw, i, o + v]
+      for o in [4, 5) "cols tail":
+        tile r:6 x v:1
+          reduce kh in [0, 1) kw in [0, 1) i in [0, 16)
+          y[n, oh, ow + r, o + v] = x[n, oh + kh, ow + r + kw, i] * w[kh, kw, i, o + v]
+    for ow in [12, 17) step 5 "rows tail":
+      for o in [0, 4) step 2:
+        tile r:5 x v:2
+          reduce kh in [0, 1) kw in [0, 1) i in [0, 16)
+          y[n, oh, ow + r, o + v] = x[n, oh + kh, ow + r + kw, i] * w[kh, kw, i, o + v]
+      for o in [4, 5) "cols tail":
+        tile r:5 x v:1
+          reduce kh in [0, 1) kw in [0, 1) i in [0, 16)
+          y[n, oh, ow + r, o + v] = x[n, oh + kh, ow + r + kw, i] * w[kh, kw, i, o + v]
+)");
+}
+
+TEST(IrPassText, ParallelizeSplitsTheFilterGradientReduction) {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropFilter;
+  p.n = 480;  // large enough that four threads pay for waking them
+  p.ih = p.iw = 16;
+  p.ic = p.filter_in = 2;
+  p.kh = p.kw = 1;
+  p.oc = 3;
+  p.oh = p.ow = 8;
+  p.stride_h = p.stride_w = 2;
+  // The split alone, as parallelize carries out a plan that splits n in four without blocking
+  // the reduction first (for this size the planner would block it too: see block_reduction).
+  CpuPlan t = testing::plan_for(p, generic_target(4));
+  t.reduction_blocking = ReductionBlocking::kNone;
+  t.columns_outside_rows = false;
+  t.reduction_split = ReductionSplit::kDims;
+  t.split_dim = 0;
+  t.split_chunks = 4;
+  EXPECT_EQ(print(parallelize(split_reduction(register_tile(border_peel(lower(p)), t), t), t)), R"(kernel backprop_filter float32 NHWC
+buffer x X float32 dims [480, 16, 16, 2] strides [512, 32, 2, 1]
+buffer dw W float32 dims [1, 1, 2, 3] strides [6, 6, 3, 1]
+buffer dy Y float32 dims [480, 8, 8, 3] strides [192, 24, 3, 1]
+buffer partial scratch float32 dims [4, 1, 1, 2, 3] strides [6, 6, 6, 3, 1]
+for chunk in [0, 4) parallel:
+  for kh in [0, 1) "interior":
+    for kw in [0, 1):
+      for i in [0, 2) step 2:
+        for o in [0, 3) step 3:
+          tile r:2 x v:3
+            reduce n in [0, 120) oh in [0, 8) ow in [0, 8)
+            partial[chunk, kh, kw, i + r, o + v] = x[n + 120*chunk, kh + 2*oh, kw + 2*ow, i + r] * dy[n + 120*chunk, oh, ow, o + v]
+for rkh in [0, 1):
+  for rkw in [0, 1):
+    for ri in [0, 2):
+      for ro in [0, 3) parallel:
+        for rc in [1, 4):
+          store partial[0, rkh, rkw, ri, ro] += partial[rc, rkh, rkw, ri, ro]
+        store dw[rkh, rkw, ri, ro] = partial[0, rkh, rkw, ri, ro]
+)");
+  // One thread, or a tiny problem, stays serial and unsplit.
+  const CpuPlan one = testing::plan_for(p, generic_target(1));
+  const LoopNest serial = parallelize(register_tile(border_peel(lower(p)), one), one);
+  EXPECT_EQ(serial.buffer_of_kind(BufferKind::kScratch), -1);
+  EXPECT_EQ(schedule_tokens(one, serial), "r2x3");
+}
+
+TEST(IrPassText, EmptyProblemLowersToAZeroFill) {
+  ConvProblem p = strided_backprop_data();
+  p.oc = 0;
+  EXPECT_EQ(print(lower_and_schedule(p, generic_target(4))),
+            R"(kernel backprop_data float32 NHWC
+buffer dx X float32 dims [1, 5, 5, 3] strides [75, 15, 3, 1]
+buffer w W float32 dims [3, 3, 3, 0] strides [0, 0, 0, 1]
+buffer dy Y float32 dims [1, 3, 3, 0] strides [0, 0, 0, 1]
+for n in [0, 1):
+  for h in [0, 5):
+    for w in [0, 5):
+      for c in [0, 3):
+        store dx[n, h, w, c] = 0
+)");
+}
+
+
+// dX of a 1x2x4x72 input, 1x2x72x3 filter, VALID: on AVX2 the tile model picks 40 columns, so
+// 72 input channels are a whole 40-wide block and a 32-wide partial one.
+ConvProblem wide_backprop_data() {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.n = 1;
+  p.ih = 2;
+  p.iw = 4;
+  p.ic = p.filter_in = 72;
+  p.kh = 1;
+  p.kw = 2;
+  p.oc = 3;
+  p.oh = 2;
+  p.ow = 3;
+  return p;
+}
+
+TEST(IrPassText, BlockChannelsAroundEachRowWhenTheFilterStaysInL2) {
+  const TestTarget t = avx2_target(1 << 20);
+  LoopNest n = run(pack_filter, border_peel(lower(wide_backprop_data())), t);
+  EXPECT_EQ(print(run(block_channels, std::move(n), t)), R"(kernel backprop_data float32 NHWC
+buffer dx X float32 dims [1, 2, 4, 72] strides [576, 288, 72, 1]
+buffer w W float32 dims [1, 2, 72, 3] strides [432, 216, 3, 1]
+buffer dy Y float32 dims [1, 2, 3, 3] strides [18, 9, 3, 1]
+buffer wp scratch float32 dims [2, 1, 2, 3, 40] strides [240, 240, 120, 40, 1]
+for pb in [0, 1):
+  for pkh in [0, 1):
+    for pkw in [0, 2):
+      for po in [0, 3):
+        for pi in [0, 40):
+          store wp[pb, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi, po]
+for pb in [0, 1):
+  for pkh in [0, 1):
+    for pkw in [0, 2):
+      for po in [0, 3):
+        for pi in [0, 32):
+          store wp[pb + 1, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi + 40, po]
+for n in [0, 1):
+  for ih in [0, 2) "interior":
+    for cb in [0, 1) "channel blocks":
+      for iw in [0, 1) "left":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [1, 3) "interior":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [3, 4) "right":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
+            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
+    for cb in [1, 2) "channel tail":
+      for iw in [0, 1) "left":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [1, 3) "interior":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [3, 4) "right":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
+            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
+)");
+}
+
+TEST(IrPassText, BlockChannelsAroundTheImageWhenTheFilterOutgrowsL2) {
+  const TestTarget t = avx2_target(1024);
+  LoopNest n = run(pack_filter, border_peel(lower(wide_backprop_data())), t);
+  EXPECT_EQ(print(run(block_channels, std::move(n), t)), R"(kernel backprop_data float32 NHWC
+buffer dx X float32 dims [1, 2, 4, 72] strides [576, 288, 72, 1]
+buffer w W float32 dims [1, 2, 72, 3] strides [432, 216, 3, 1]
+buffer dy Y float32 dims [1, 2, 3, 3] strides [18, 9, 3, 1]
+buffer wp scratch float32 dims [2, 1, 2, 3, 40] strides [240, 240, 120, 40, 1]
+for pb in [0, 1):
+  for pkh in [0, 1):
+    for pkw in [0, 2):
+      for po in [0, 3):
+        for pi in [0, 40):
+          store wp[pb, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi, po]
+for pb in [0, 1):
+  for pkh in [0, 1):
+    for pkw in [0, 2):
+      for po in [0, 3):
+        for pi in [0, 32):
+          store wp[pb + 1, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi + 40, po]
+for n in [0, 1):
+  for cb in [0, 1) "channel blocks":
+    for ih in [0, 2) "interior":
+      for iw in [0, 1) "left":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [1, 3) "interior":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [3, 4) "right":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
+            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
+  for cb in [1, 2) "channel tail":
+    for ih in [0, 2) "interior":
+      for iw in [0, 1) "left":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [1, 3) "interior":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+      for iw in [3, 4) "right":
+        for i in [0, 32):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
+            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
+)");
+}
+
+// dW of a 1x2x3x3 NCHW input (2 channels), 1x2x2x8 filter, VALID: 8 output channels fill an
+// AVX2 vector.
+ConvProblem nchw_backprop_filter() {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropFilter;
+  p.format = DataFormat::kNCHW;
+  p.n = 1;
+  p.ih = p.iw = 3;
+  p.ic = p.filter_in = 2;
+  p.kh = 1;
+  p.kw = 2;
+  p.oc = 8;
+  p.oh = 3;
+  p.ow = 2;
+  return p;
+}
+
+TEST(IrPassText, ChannelsLastOutBackpropCopiesDyForVectorsOfOutputChannels) {
+  const TestTarget t = avx2_target(1 << 20);
+  EXPECT_EQ(print(run(channels_last_out_backprop, lower(nchw_backprop_filter()), t)), R"(kernel backprop_filter float32 NCHW
+buffer x X float32 dims [1, 3, 3, 2] strides [18, 3, 1, 9]
+buffer dw W float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer dy Y float32 dims [1, 3, 2, 8] strides [48, 2, 1, 6]
+buffer dyc scratch float32 dims [1, 3, 2, 8] strides [48, 16, 8, 1]
+for cn in [0, 1):
+  for coh in [0, 3):
+    for cow in [0, 2):
+      for co in [0, 8):
+        store dyc[cn, coh, cow, co] = dy[cn, coh, cow, co]
+for kh in [0, 1):
+  for kw in [0, 2):
+    for i in [0, 2):
+      for o in [0, 8):
+        tile r:1 x v:1
+          reduce n in [0, 1) oh in [0, 3) ow in [0, 2)
+          guard 0 <= kh + oh < 3
+          guard 0 <= kw + ow < 3
+          dw[kh, kw, i, o] = x[n, kh + oh, kw + ow, i] * dyc[n, oh, ow, o]
+)");
+  // Fewer output channels than lanes still fill a masked vector; one channel stays scalar.
+  ConvProblem few = nchw_backprop_filter();
+  few.oc = 3;
+  EXPECT_GE(run(channels_last_out_backprop, lower(few), t).buffer_of_role(BufferRole::kOutBackpropCopy), 0);
+  ConvProblem one = nchw_backprop_filter();
+  one.oc = 1;
+  EXPECT_EQ(run(channels_last_out_backprop, lower(one), t).buffer_of_role(BufferRole::kOutBackpropCopy), -1);
+}
+
+// The NCHW filter gradient of 2 images on one thread: dy's channels-last copy moves into the
+// batch loop, one image at a time into the single slot its tiles then read.
+TEST(IrPassText, ParallelizeMovesTheFilterGradientCopyIntoTheBatch) {
+  const TestTarget t = avx2_target(1 << 20);
+  ConvProblem p = nchw_backprop_filter();
+  p.n = 2;
+  const LoopNest blocked =
+      run(block_reduction, run(register_tile, run(channels_last_out_backprop, lower(p), t), t), t);
+  EXPECT_EQ(print(run(parallelize, blocked, t)), R"(kernel backprop_filter float32 NCHW
+buffer x X float32 dims [2, 3, 3, 2] strides [18, 3, 1, 9]
+buffer dw W float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer dy Y float32 dims [2, 3, 2, 8] strides [48, 2, 1, 6]
+buffer dyc scratch float32 dims [1, 3, 2, 8] strides [48, 16, 8, 1]
+for zkh in [0, 1):
+  for zkw in [0, 2):
+    for zi in [0, 2):
+      for zo in [0, 8):
+        store dw[zkh, zkw, zi, zo] = 0
+for nb in [0, 2) "batch":
+  for coh in [0, 3):
+    for cow in [0, 2):
+      for co in [0, 8):
+        store dyc[0, coh, cow, co] = dy[nb, coh, cow, co]
+  for ob in [0, 1) "row chunks":
+    for kh in [0, 1):
+      for kw in [0, 2):
+        for o in [0, 8) step 8:
+          for i in [0, 2) step 2:
+            tile r:2 x v:8
+              reduce oh in [0, 3) ow in [0, 2)
+              guard 0 <= kh + oh + 3*ob < 3
+              guard 0 <= kw + ow < 3
+              dw[kh, kw, i + r, o + v] += x[nb, kh + oh + 3*ob, kw + ow, i + r] * dyc[0, oh + 3*ob, ow, o + v]
+)");
+}
+
+// dX of a 1x8x2x2 NCHW input, 1x2x8x8 filter, VALID: 8 channels each way fill AVX2 vectors.
+ConvProblem nchw_backprop_data() {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.format = DataFormat::kNCHW;
+  p.n = 1;
+  p.ih = p.iw = 2;
+  p.ic = p.filter_in = 8;
+  p.kh = 1;
+  p.kw = 2;
+  p.oc = 8;
+  p.oh = 2;
+  p.ow = 1;
+  return p;
+}
+
+TEST(IrPassText, ChannelsLastBackpropDataRunsTheNhwcNestBetweenTwoCopies) {
+  const TestTarget t = avx2_target(1 << 20);
+  EXPECT_EQ(print(run(channels_last_backprop_data, lower(nchw_backprop_data()), t)), R"(kernel backprop_data float32 NHWC
+buffer dxc scratch float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer w W float32 dims [1, 2, 8, 8] strides [128, 64, 8, 1]
+buffer dyc scratch float32 dims [1, 2, 1, 8] strides [16, 8, 8, 1]
+buffer dx X float32 dims [1, 2, 2, 8] strides [32, 2, 1, 4]
+buffer dy Y float32 dims [1, 2, 1, 8] strides [16, 1, 1, 2]
+for cn in [0, 1):
+  for coh in [0, 2):
+    for cow in [0, 1):
+      for co in [0, 8):
+        store dyc[cn, coh, cow, co] = dy[cn, coh, cow, co]
+for n in [0, 1):
+  for ih in [0, 2):
+    for iw in [0, 2):
+      for i in [0, 8):
+        tile r:1 x v:1
+          reduce kh in [0, 1) kw in [0, 2) o in [0, 8)
+          guard 0 <= ih - kh < 2
+          guard 0 <= iw - kw < 1
+          dxc[n, ih, iw, i] = dyc[n, ih - kh, iw - kw, o] * w[kh, kw, i, o]
+for fn in [0, 1):
+  for fih in [0, 2):
+    for fi in [0, 8):
+      for fiw in [0, 2):
+        store dx[fn, fih, fiw, fi] = dxc[fn, fih, fiw, fi]
+)");
+  // A 1x1 filter at stride 1 keeps its NCHW nest: no window to outgrow L1, no copies.
+  ConvProblem pointwise = nchw_backprop_data();
+  pointwise.kw = 1;
+  pointwise.ow = 2;
+  const LoopNest kept = run(channels_last_backprop_data, lower(pointwise), t);
+  EXPECT_EQ(kept.problem.format, DataFormat::kNCHW);
+  EXPECT_EQ(print(kept), print(lower(pointwise)));
+}
+
+// The NCHW input gradient's channels-last copies of a batch of 3 on one thread: each image is
+// copied in, computed and copied out before the next, so both scratches hold one image.
+TEST(IrPassText, PrivatizeBatchCopiesWalksImagesThroughOneSlotPerThread) {
+  ConvProblem p = nchw_backprop_data();
+  p.n = 3;
+  // One plan for the NCHW problem serves both passes (after the first the nest is NHWC's).
+  const CpuPlan t = testing::plan_for(p, avx2_target(1 << 20));
+  EXPECT_EQ(print(privatize_batch_copies(channels_last_backprop_data(lower(p), t), t)), R"(kernel backprop_data float32 NHWC
+buffer dxc scratch float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer w W float32 dims [1, 2, 8, 8] strides [128, 64, 8, 1]
+buffer dyc scratch float32 dims [1, 2, 1, 8] strides [16, 8, 8, 1]
+buffer dx X float32 dims [3, 2, 2, 8] strides [32, 2, 1, 4]
+buffer dy Y float32 dims [3, 2, 1, 8] strides [16, 1, 1, 2]
+for chunk in [0, 1) "image chunks":
+  for nb in [0, 3) "images":
+    for coh in [0, 2):
+      for cow in [0, 1):
+        for co in [0, 8):
+          store dyc[chunk, coh, cow, co] = dy[3*chunk + nb, coh, cow, co]
+    for ih in [0, 2):
+      for iw in [0, 2):
+        for i in [0, 8):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 2) o in [0, 8)
+            guard 0 <= ih - kh < 2
+            guard 0 <= iw - kw < 1
+            dxc[chunk, ih, iw, i] = dyc[chunk, ih - kh, iw - kw, o] * w[kh, kw, i, o]
+    for fih in [0, 2):
+      for fi in [0, 8):
+        for fiw in [0, 2):
+          store dx[3*chunk + nb, fih, fiw, fi] = dxc[chunk, fih, fiw, fi]
+)");
+  // Two threads and five images: two per thread through slots [0, 2), the fifth after them.
+  p.ih = p.iw = p.oh = 64;
+  p.ow = 63;
+  p.n = 5;
+  TestTarget two_threads = avx2_target(1 << 20);
+  two_threads.num_threads = 2;
+  const CpuPlan two = testing::plan_for(p, two_threads);
+  const LoopNest split = privatize_batch_copies(channels_last_backprop_data(lower(p), two), two);
+  EXPECT_TRUE(two.channels_last_copies && two.privatize_batch_copies && two.threads == 2);
+  for (const char* name : {"dxc", "dyc"}) {
+    for (const Buffer& b : split.buffers) {
+      if (b.name == name) EXPECT_EQ(b.dims.front(), 2) << name;
+    }
+  }
+  ASSERT_EQ(split.body.size(), 2u);
+  EXPECT_EQ(std::get<Loop>(split.body[0].node).label, "image chunks");
+  EXPECT_EQ(std::get<Loop>(split.body[1].node).label, "images left");
+  EXPECT_EQ(std::get<Loop>(split.body[1].node).trip_count(), 1);
+}
+
+// The pass list is the plan's: the observer sees lowering, then exactly the passes the plan
+// asks for, in order; another op on another core asks for others.
+TEST(IrPassText, PipelineReportsEveryPassInOrder) {
+  auto seen_for = [](const ConvProblem& p, const TestTarget& t) {
+    std::vector<std::string> seen;
+    lower_and_schedule(p, t, [&](std::string_view name, const LoopNest&) { seen.emplace_back(name); });
+    std::vector<std::string> want = {"lower"};
+    for (const auto& pass : cpu_passes(testing::plan_for(p, t))) want.emplace_back(pass.name);
+    EXPECT_EQ(seen, want);
+    return seen;
+  };
+  EXPECT_EQ(seen_for(strided_backprop_data(), generic_target(1)),
+            (std::vector<std::string>{"lower", "stride_residue_split", "border_peel",
+                                      "pack_filter", "register_tile", "merge_equal_parts",
+                                      "parallelize"}));
+  ConvProblem filter = nchw_backprop_filter();
+  filter.n = 2;
+  EXPECT_EQ(seen_for(filter, avx2_target(1 << 20)),
+            (std::vector<std::string>{"lower", "stride_residue_split", "border_peel",
+                                      "channels_last_out_backprop", "register_tile",
+                                      "block_reduction", "merge_equal_parts", "parallelize"}));
+}
+
+}  // namespace
+}  // namespace convjit::cpu
