@@ -27,6 +27,7 @@ Expected<std::unique_ptr<CompiledCode>> compile(const Backend& backend, const Co
                                                 const CompileTrace& trace) {
   Expected<std::unique_ptr<const Plan>> plan = backend.plan(problem, options);
   if (!plan.has_value()) return plan.status();
+  if (trace.plan_observer) trace.plan_observer(plan.value()->describe());
   ir::LoopNest nest = ir::lower(problem);
   if (trace.observer) trace.observer("lower", nest);
   nest = backend.schedule(std::move(nest), *plan.value(), trace.observer);

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -132,6 +133,8 @@ class Backend {
 
 /// What codegen::compile() can leave beside the code.
 struct CompileTrace {
+  /// Called with the plan's describe() once it is made.
+  std::function<void(std::string_view plan)> plan_observer;
   /// Called with "lower" and the lowered nest, then after every pass.
   ir::PassObserver observer;
   /// When set, receives the plan's describe() and the scheduled IR's text.

@@ -51,6 +51,9 @@ Expected<KernelCache::Entry> build_kernel(const ConvProblem& problem,
   auto trace_for = [&](const codegen::Backend& b) {
     codegen::CompileTrace trace;
     if (verbose_level() >= 2) {
+      trace.plan_observer = [&b](std::string_view plan) {
+        log_info(2, fmt::format("{} plan: {}", b.name(), plan));
+      };
       trace.observer = [&b](std::string_view pass, const ir::LoopNest& nest) {
         log_ir(fmt::format("{},{}", b.name(), pass), ir::print(nest));
       };

@@ -15,6 +15,7 @@
 #include <fmt/ostream.h>
 #include <nlohmann/json.hpp>
 
+#include "convjit/numeric.hpp"
 #include "convjit/convjit.hpp"
 #include "runtime/disk_cache/archive.hpp"
 #include "runtime/disk_cache/disk_cache.hpp"
@@ -415,25 +416,6 @@ int stats(const ParsedFlags& flags, const Io& io) {
 
 // ---- verify
 
-std::uint16_t float_to_half(float value) {
-  // Only values of the verify grid (k/64, |k| <= 64) come here: zero or normal, exact.
-  std::uint32_t bits;
-  std::memcpy(&bits, &value, 4);
-  std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000);
-  if ((bits & 0x7fffffff) == 0) return sign;
-  int exponent = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
-  return static_cast<std::uint16_t>(sign | (exponent << 10) | ((bits >> 13) & 0x3ff));
-}
-
-double half_to_double(std::uint16_t h) {
-  int exponent = (h >> 10) & 0x1f;
-  int mantissa = h & 0x3ff;
-  double sign = (h & 0x8000) ? -1.0 : 1.0;
-  if (exponent == 0) return sign * std::ldexp(mantissa, -24);
-  if (exponent == 31) return mantissa ? NAN : sign * INFINITY;
-  return sign * std::ldexp(1024 + mantissa, exponent - 25);
-}
-
 void fill_random(Tensor& t, std::mt19937& rng) {
   std::uniform_int_distribution<int> grid(-64, 64);
   for (std::int64_t i = 0; i < t.elements(); ++i) {
@@ -456,7 +438,7 @@ double element(const Tensor& t, std::int64_t i) {
   switch (t.dtype()) {
     case DType::kFloat32: return t.data_as<float>()[i];
     case DType::kFloat64: return t.data_as<double>()[i];
-    case DType::kHalf: return half_to_double(t.data_as<std::uint16_t>()[i]);
+    case DType::kHalf: return half_to_float(t.data_as<std::uint16_t>()[i]);
     case DType::kBFloat16: {
       std::uint32_t bits = static_cast<std::uint32_t>(t.data_as<std::uint16_t>()[i]) << 16;
       float f;

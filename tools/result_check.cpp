@@ -1,10 +1,12 @@
 // Error measures and tolerances for `convjit run --check`.
 #include "tools/result_check.hpp"
 
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "convjit/numeric.hpp"
 #include "tools/tensor_data.hpp"
 
 namespace convjit::cli {
@@ -72,7 +74,7 @@ double max_abs(const Tensor& t) {
   double m = 0;
   const std::int64_t n = t.elements();
   for (std::int64_t i = 0; i < n; ++i) {
-    const double v = std::fabs(element_as_double(t.dtype(), t.data(), i));
+    const double v = std::fabs(load_as_double(t.dtype(), t.data(), i));
     if (std::isnan(v)) return std::numeric_limits<double>::infinity();
     m = std::max(m, v);
   }
@@ -89,8 +91,8 @@ CheckResult compare_results(const OpDescriptor& desc, const Tensor& a, const Ten
     return r;
   }
   for (std::int64_t i = 0; i < n; ++i) {
-    const double got = element_as_double(result.dtype(), result.data(), i);
-    const double want = element_as_double(reference.dtype(), reference.data(), i);
+    const double got = load_as_double(result.dtype(), result.data(), i);
+    const double want = load_as_double(reference.dtype(), reference.data(), i);
     double err = 0;
     if (std::isnan(got) || std::isnan(want)) {
       err = std::isnan(got) && std::isnan(want) ? 0 : std::numeric_limits<double>::infinity();

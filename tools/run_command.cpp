@@ -129,6 +129,7 @@ int run_checked(const RunOptions& o, std::ostream& out, std::ostream& err) {
   fmt::print(out, "shapes      a={} b={} out={}\n", shape_text(a.shape()), shape_text(b.shape()),
              shape_text(result.shape()));
   fmt::print(out, "threads     {}\n", o.threads > 0 ? fmt::to_string(o.threads) : "default");
+  fmt::print(out, "scratch     {:.1f} KiB per run\n", static_cast<double>(kernel.scratch_bytes()) / 1024);
   fmt::print(out, "compile     {} (cache: {})\n", format_ms(kernel.compile_ms()),
              kernel.cache_source());
   fmt::print(out, "run         {} median of {} (min {}, max {})\n", format_ms(median_ms),

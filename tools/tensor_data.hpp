@@ -1,5 +1,5 @@
-// Moving operand data between .npy arrays, convjit tensors of the op's dtype and random fills.
-// The 16-bit conversions live here because the command line sees only the public API.
+// Moving operand data between .npy arrays, convjit tensors of the op's dtype and random fills
+// (the 16-bit conversions are the public convjit/numeric.hpp's).
 #pragma once
 
 #include <cstdint>
@@ -8,17 +8,6 @@
 #include "tools/npy.hpp"
 
 namespace convjit::cli {
-
-/// IEEE binary16 <-> float and bfloat16 <-> float, rounding to nearest even.
-float half_bits_to_float(std::uint16_t h);
-std::uint16_t float_to_half_bits(float f);
-float bfloat16_bits_to_float(std::uint16_t b);
-std::uint16_t float_to_bfloat16_bits(float f);
-
-/// Element `i` of a buffer of `dtype`, widened to double.
-double element_as_double(DType dtype, const void* data, std::int64_t i);
-/// Stores `value` into element `i`, rounded to `dtype`.
-void store_element(DType dtype, void* data, std::int64_t i, double value);
 
 /// The array converted to an op tensor of `dtype` (same shape; bfloat16 and narrower types are
 /// rounded on load).

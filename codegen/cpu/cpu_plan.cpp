@@ -85,6 +85,7 @@ std::string CpuPlan::describe() const {
 
 CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads) {
   CpuPlan plan;
+  plan.problem = problem;
   plan.cpu = cpu;
   plan.threads = useful_threads(problem, max_threads);
   plan.tiles = TileModel::of(cpu, problem.dtype);

@@ -40,7 +40,8 @@ enum class BatchCopies : std::uint8_t {
 };
 
 struct CpuPlan final : codegen::Plan {
-  /// The core the kernel is planned for.
+  /// The problem and the core the kernel is planned for.
+  ConvProblem problem;
   CpuInfo cpu;
   /// Threads worth using: the caller's count, or 1 where waking the pool costs more than it
   /// saves (small problems).
@@ -63,7 +64,8 @@ struct CpuPlan final : codegen::Plan {
   bool planes_per_group = false;
   /// The residues each spatial dim of the input gradient is split into (1: none).
   std::int64_t residues_h = 1, residues_w = 1;
-  /// Those dy copies get zero borders wide enough for every tap (zpad).
+  /// Those dy copies get zero borders wide enough for every tap (zpad). The padding multiplies
+  /// the filter, so the kernel keeps an exact twin without it for filters holding Inf or NaN.
   bool pad_out_backprop_copies = false;
   /// NHWC: the filter packed once per call to [kh][kw][oc][ic] (pack), in this dtype.
   bool pack_filter = false;

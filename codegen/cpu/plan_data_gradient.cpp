@@ -71,8 +71,11 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // a group loop to hold them: every depthwise problem with more than one channel).
   plan.channels_first_out_backprop_copy =
       nchw && p.depthwise && vectors && (p.groups > 1 || p.ih == 1);
+  // Only for an even filter width: an odd one's last tap pair would multiply dy by a zero
+  // weight, which an Inf in dy turns into NaN.
   plan.repeated_columns = plan.channels_first_out_backprop_copy && p.stride_w == 2 &&
-                          p.dilation_w == 1 && p.kw > 1 && p.dtype != DType::kFloat64;
+                          p.dilation_w == 1 && p.kw > 1 && p.kw % 2 == 0 &&
+                          p.dtype != DType::kFloat64;
   plan.planes_per_group = plan.channels_first_out_backprop_copy && p.n < plan.threads;
 
   // Stride residues: one class of input positions per residue, each a dense stride-1 problem.

@@ -16,6 +16,8 @@
 #include "codegen/x86/executable_memory.hpp"
 #include "codegen/x86/kernel_layout.hpp"
 #include "codegen/cpu/cpu_pipeline.hpp"
+#include "codegen/x86/finite_filter_dispatch.hpp"
+#include "ir/lower.hpp"
 
 namespace convjit::codegen {
 namespace {
@@ -61,7 +63,10 @@ std::string kernel_name(const ir::LoopNest& nest, const cpu::CpuInfo& target) {
 // Scratch blocks of one kernel, reused from run to run: a fresh multi-megabyte allocation per
 // run (activation-sized copies) comes back from the allocator as unmapped pages, and faulting
 // them in cost more than the copies themselves. One idle block is kept per kernel (released
-// with it); runs that overlap allocate their own.
+// with it, or when the cache asks); runs that overlap allocate their own. Blocks are never
+// cleared: every scratch the schedule reads it has written first (partial sums are zeroed by
+// the thread that owns them, padded copies write their borders), which the interpreter checks
+// by filling its scratch with NaN.
 class ScratchPool {
  public:
   using Block = std::unique_ptr<void, decltype(&std::free)>;
@@ -120,8 +125,6 @@ class X86Code final : public CompiledCode {
         return resource_exhausted(fmt::format("convjit could not allocate {} bytes of kernel scratch",
                                               layout_.scratch_bytes));
       }
-      // Scratch starts zeroed, as the IR's semantics (and the interpreter) define it.
-      std::memset(scratch.get(), 0, layout_.scratch_bytes);
       for (const x86::ScratchSlot& s : layout_.scratch) {
         table[static_cast<std::size_t>(s.buffer)] = static_cast<char*>(scratch.get()) + s.offset;
       }
@@ -194,12 +197,43 @@ class X86Backend final : public Backend {
 
   Expected<std::unique_ptr<CompiledCode>> emit(const ir::LoopNest& nest,
                                               const Plan& plan) const override {
-    return x86::emit_nest(nest, static_cast<const cpu::CpuPlan&>(plan).cpu);
+    const auto& cpu_plan = static_cast<const cpu::CpuPlan&>(plan);
+    Expected<std::unique_ptr<CompiledCode>> code = x86::emit_nest(nest, cpu_plan.cpu);
+    if (!code.has_value() || !cpu_plan.pad_out_backprop_copies) return code;
+    // The twin for filters holding Inf or NaN: the same plan without the zero borders.
+    cpu::CpuPlan exact = cpu_plan;
+    exact.pad_out_backprop_copies = false;
+    Expected<std::unique_ptr<CompiledCode>> twin =
+        x86::emit_nest(cpu::schedule(ir::lower(exact.problem), exact), exact.cpu);
+    if (!twin.has_value()) return twin;
+    const ConvProblem& p = cpu_plan.problem;
+    return x86::finite_filter_dispatch(p.dtype, p.elements(TensorRole::kW), std::move(code).value(),
+                                       std::move(twin).value());
   }
 
   Expected<std::unique_ptr<CompiledCode>> load(const Artifacts& artifacts) const override {
-    const auto code = artifacts.find(kCodeArtifactName);
-    const auto info = artifacts.find(kLoadArtifactName);
+    Expected<std::unique_ptr<CompiledCode>> code = load_one(artifacts, "");
+    const auto dispatch = artifacts.find(x86::kDispatchArtifact);
+    if (!code.has_value() || dispatch == artifacts.end()) return code;
+    DType dtype = DType::kFloat32;
+    std::int64_t filter_elements = 0;
+    if (!x86::parse_dispatch(std::string_view(reinterpret_cast<const char*>(dispatch->second.data()),
+                                              dispatch->second.size()),
+                             &dtype, &filter_elements)) {
+      return invalid_argument("stored x86 code has a malformed dispatch record");
+    }
+    Expected<std::unique_ptr<CompiledCode>> twin = load_one(artifacts, x86::kExactTwinSuffix);
+    if (!twin.has_value()) return twin;
+    return x86::finite_filter_dispatch(dtype, filter_elements, std::move(code).value(),
+                                       std::move(twin).value());
+  }
+
+ private:
+  // The code stored under the artifact names with `suffix`.
+  Expected<std::unique_ptr<CompiledCode>> load_one(const Artifacts& artifacts,
+                                                   const std::string& suffix) const {
+    const auto code = artifacts.find(kCodeArtifactName + suffix);
+    const auto info = artifacts.find(kLoadArtifactName + suffix);
     if (code == artifacts.end() || info == artifacts.end()) {
       return invalid_argument("stored x86 code lacks its code or load artifact");
     }
@@ -209,7 +243,6 @@ class X86Backend final : public Backend {
         cpu_);
   }
 
- private:
   cpu::CpuInfo cpu_;
   std::string device_ = "cpu";
 };

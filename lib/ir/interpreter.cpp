@@ -8,7 +8,7 @@
 #include <cstring>
 #include <memory>
 
-#include "support/numeric.hpp"
+#include "convjit/numeric.hpp"
 
 namespace convjit::ir {
 namespace {
@@ -135,7 +135,9 @@ class Interpreter {
         case BufferKind::kScratch: {
           const auto bytes = static_cast<std::size_t>(b.elements() * dtype_size(b.dtype));
           scratch_.push_back(std::make_unique<unsigned char[]>(bytes ? bytes : 1));
-          std::memset(scratch_.back().get(), 0, bytes);
+          // Scratch holds nothing until the kernel writes it (the backends do not clear it):
+          // all-ones bytes are a NaN in every dtype, so a read before the write shows.
+          std::memset(scratch_.back().get(), 0xFF, bytes);
           buf.data = scratch_.back().get();
           break;
         }

@@ -56,7 +56,9 @@ enum class BufferKind : std::uint8_t {
   kX,        // the op's X tensor (input activations / input gradient)
   kW,        // the op's W tensor (HWIO filter / filter gradient)
   kY,        // the op's Y tensor (output activations / out_backprop)
-  kScratch,  // owned by the kernel: packed filter, per-chunk partial sums
+  kScratch,  // owned by the kernel: packed filter, per-chunk partial sums. Holds nothing at
+             // the start of a run (backends do not clear it): a schedule that needs zeros
+             // writes them itself, in the loops of the threads that use them.
 };
 
 /// What a buffer holds, set by whoever adds it (lowering for the op's tensors, the pass that

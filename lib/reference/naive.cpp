@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "support/numeric.hpp"
+#include "convjit/numeric.hpp"
 
 namespace convjit {
 namespace {

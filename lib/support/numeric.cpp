@@ -1,7 +1,7 @@
-// Scalar conversions for the 16-bit dtypes. Every narrowing goes through one routine that rounds a
+// The 16-bit dtypes' conversions (convjit/numeric.hpp). Every narrowing goes through one routine that rounds a
 // double straight to the target format, so storing a double into half or bfloat16 rounds once
 // (double -> float -> half would round twice and can miss round-to-nearest-even).
-#include "support/numeric.hpp"
+#include "convjit/numeric.hpp"
 
 #include <bit>
 #include <cstring>

@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "support/numeric.hpp"
+#include "convjit/numeric.hpp"
 
 namespace convjit::testing {
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "convjit/numeric.hpp"
 #include "tools/npy.hpp"
 #include "tools/tensor_data.hpp"
 
@@ -183,23 +184,23 @@ TEST(CliNpy, FileRoundTripAndMissingFile) {
 }
 
 TEST(CliTensorData, SixteenBitConversionsRoundToNearestEven) {
-  EXPECT_EQ(float_to_half_bits(1.0f), 0x3c00);
-  EXPECT_EQ(float_to_half_bits(-2.0f), 0xc000);
-  EXPECT_EQ(float_to_half_bits(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_half_bits(65520.0f), 0x7c00);             // rounds up to infinity
-  EXPECT_EQ(float_to_half_bits(1.0f + 0x1p-11f), 0x3c00);      // tie to even (down)
-  EXPECT_EQ(float_to_half_bits(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie to even (up)
-  EXPECT_EQ(float_to_half_bits(0x1p-24f), 0x0001);             // smallest subnormal
-  EXPECT_EQ(float_to_half_bits(0x1p-26f), 0x0000);
-  EXPECT_EQ(half_bits_to_float(0x0001), 0x1p-24f);
-  EXPECT_EQ(half_bits_to_float(0x7bff), 65504.0f);
+  EXPECT_EQ(convjit::float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(convjit::float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(convjit::float_to_half(65504.0f), 0x7bff);
+  EXPECT_EQ(convjit::float_to_half(65520.0f), 0x7c00);             // rounds up to infinity
+  EXPECT_EQ(convjit::float_to_half(1.0f + 0x1p-11f), 0x3c00);      // tie to even (down)
+  EXPECT_EQ(convjit::float_to_half(1.0f + 3 * 0x1p-11f), 0x3c02);  // tie to even (up)
+  EXPECT_EQ(convjit::float_to_half(0x1p-24f), 0x0001);             // smallest subnormal
+  EXPECT_EQ(convjit::float_to_half(0x1p-26f), 0x0000);
+  EXPECT_EQ(convjit::half_to_float(0x0001), 0x1p-24f);
+  EXPECT_EQ(convjit::half_to_float(0x7bff), 65504.0f);
   for (std::uint32_t h = 0; h < 0x7c00; ++h) {  // every finite half survives a round trip
-    ASSERT_EQ(float_to_half_bits(half_bits_to_float(static_cast<std::uint16_t>(h))), h);
+    ASSERT_EQ(convjit::float_to_half(convjit::half_to_float(static_cast<std::uint16_t>(h))), h);
   }
-  EXPECT_EQ(float_to_bfloat16_bits(1.0f), 0x3f80);
-  EXPECT_EQ(float_to_bfloat16_bits(1.0f + 0x1p-8f), 0x3f80);      // tie to even (down)
-  EXPECT_EQ(float_to_bfloat16_bits(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie to even (up)
-  EXPECT_EQ(bfloat16_bits_to_float(0x3f80), 1.0f);
+  EXPECT_EQ(convjit::float_to_bfloat16(1.0f), 0x3f80);
+  EXPECT_EQ(convjit::float_to_bfloat16(1.0f + 0x1p-8f), 0x3f80);      // tie to even (down)
+  EXPECT_EQ(convjit::float_to_bfloat16(1.0f + 3 * 0x1p-8f), 0x3f82);  // tie to even (up)
+  EXPECT_EQ(convjit::bfloat16_to_float(0x3f80), 1.0f);
 }
 
 TEST(CliTensorData, NpyToTensorConvertsAndWidensBFloat16) {

@@ -335,25 +335,28 @@ TEST(IrPassText, SixteenBitOperandCopiesWidenToTheAccumulatorType) {
   }
 }
 
-// Stride 2: each dy column is copied twice and the taps go in pairs against per-column
-// weights packed once per call (pad_left is 1: even columns take w's taps 1 and, past the
-// filter, a zero; odd ones taps 0 and 2), so the tile reads both operands along dx's column
-// and the residue split leaves W alone.
+// Stride 2, an even filter width: each dy column is copied twice and the taps go in pairs
+// against per-column weights packed once per call (pad_left is 1: even columns take w's taps 1
+// and 3, odd ones taps 0 and 2), so the tile reads both operands along dx's column and the
+// residue split leaves W alone. (An odd width would pair its last tap with a zero weight, which
+// an Inf in dy would turn into NaN: odd widths take the residues.)
 TEST(IrPassText, CopyChannelsFirstOutBackpropRepeatsColumnsAtStride2) {
   ConvProblem p = nchw_depthwise_backprop_data();
   p.iw = 5;
   p.ow = 3;
   p.ih = 4;
   p.oh = 2;
+  p.kw = 4;
   p.stride_h = p.stride_w = 2;
   p.pad_top = 0;
   p.pad_left = 1;
-  p.pad_bottom = p.pad_right = 1;
+  p.pad_bottom = 1;
+  p.pad_right = 2;
   const TestTarget t = avx2_target(1 << 20);
   EXPECT_EQ(print(run(copy_channels_first_out_backprop, lower(p), t)),
             R"(kernel backprop_data float32 NCHW
 buffer dx X float32 dims [1, 4, 5, 2] strides [40, 5, 1, 20]
-buffer w W float32 dims [3, 3, 1, 4] strides [12, 4, 4, 1]
+buffer w W float32 dims [3, 4, 1, 4] strides [16, 4, 4, 1]
 buffer dy Y float32 dims [1, 2, 3, 4] strides [24, 3, 1, 6]
 buffer dyp scratch float32 dims [1, 2, 6, 2] strides [24, 6, 1, 12]
 buffer wl scratch float32 dims [3, 2, 4, 6] strides [48, 24, 6, 1]
@@ -362,7 +365,7 @@ for lkh in [0, 3):
     for lw in [0, 3):
       store wl[lkh, 0, lc, 2*lw] = w[lkh, 1, 0, lc]
       store wl[lkh, 0, lc, 2*lw + 1] = w[lkh, 0, 0, lc]
-      store wl[lkh, 1, lc, 2*lw] = 0
+      store wl[lkh, 1, lc, 2*lw] = w[lkh, 3, 0, lc]
       store wl[lkh, 1, lc, 2*lw + 1] = w[lkh, 2, 0, lc]
 for n in [0, 1):
   for g in [0, 2):

@@ -1,6 +1,6 @@
 // The 16-bit conversions: exact values, round to nearest even, NaN/Inf, subnormals, and (where
 // the CPU has F16C) agreement with the hardware's own float -> half conversion.
-#include "support/numeric.hpp"
+#include "convjit/numeric.hpp"
 
 #include <gtest/gtest.h>
 #include <cpuid.h>

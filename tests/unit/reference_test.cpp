@@ -10,7 +10,7 @@
 
 #include "frontend/problem.hpp"
 #include "reference/naive.hpp"
-#include "support/numeric.hpp"
+#include "convjit/numeric.hpp"
 #include "support/test_tensors.hpp"
 
 namespace convjit {

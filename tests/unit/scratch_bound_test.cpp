@@ -65,6 +65,10 @@ std::vector<ScratchCase> scratch_cases() {
       // among the threads (18 images for 1, 2 and 3).
       {"nchw_filter_gradient",
        desc_of(kConv2DBackpropFilter, nchw, {18, 16, 12, 12}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      // ... and when it does not (17 images for 2 and 3 threads): each thread takes rows of
+      // every image and copies each image into its own slot first.
+      {"nchw_filter_gradient_odd_batch",
+       desc_of(kConv2DBackpropFilter, nchw, {17, 16, 12, 12}, {3, 3, 16, 16}, 1, Padding::kSame)},
       {"depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nhwc,
                                            {16, 12, 12, 8}, {3, 3, 8, 2}, 1, Padding::kSame)},
       // NCHW depthwise: a zero-bordered copy of each group's dy planes, per thread; at

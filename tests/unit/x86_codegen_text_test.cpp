@@ -401,16 +401,17 @@ TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
   }
 }
 
-// The NCHW depthwise input gradient at stride 2: dy's columns are repeated by vpermps, a
-// vector per output vector, instead of W residues (whose tiles stored every other column lane
-// by lane; ir_pass_text_test checks the tiles' columns are contiguous).
+// The NCHW depthwise input gradient at stride 2 with an even filter width: dy's columns are
+// repeated by vpermps, a vector per output vector, instead of W residues (whose tiles stored
+// every other column lane by lane; cpu_copy_pass_text_test checks the tiles' columns are
+// contiguous).
 TEST(X86CodegenText, NchwDepthwiseStride2RepeatsColumnsWithVpermps) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   OpDescriptor d;
   d.op = OpKind::kDepthwiseConv2dNativeBackpropInput;
   d.data_format = DataFormat::kNCHW;
   d.input = {2, 8, 30, 30};
-  d.filter = {3, 3, 8, 1};
+  d.filter = {4, 4, 8, 1};
   d.strides = {1, 1, 2, 2};
   d.padding = Padding::kSame;
   d.out_backprop = {2, 8, 15, 15};

@@ -15,7 +15,7 @@
 
 #include "codegen/x86/x86_backend.hpp"
 #include "ir/interpreter.hpp"
-#include "support/numeric.hpp"
+#include "convjit/numeric.hpp"
 #include "support/test_tensors.hpp"
 
 namespace convjit::codegen {

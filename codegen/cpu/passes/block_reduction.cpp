@@ -30,6 +30,18 @@ namespace convjit::cpu {
 using namespace ir;
 namespace {
 
+// dW = 0, the start of every blocked reduction (its tiles accumulate).
+Stmt zero_filter_gradient(LoopNest& nest) {
+  const ConvProblem& p = nest.problem;
+  const int dw = nest.buffer_of_kind(BufferKind::kW);
+  return loop_nest(nest, {p.kh, p.kw, p.filter_in, p.oc}, {"zkh", "zkw", "zi", "zo"},
+                   [&](const std::vector<Affine>& v) {
+                     Store s;
+                     s.dst = Access{dw, {v[0], v[1], v[2], v[3]}};
+                     return Stmt{std::move(s)};
+                   });
+}
+
 struct ReduceVars {
   VarId n = -1;
   VarId oh = -1;
@@ -171,13 +183,7 @@ class BlockReduction {
     // The first and last chunks hold tiles whose taps reach none of their rows (a top filter
     // row in the top chunk): they would only load and store their dW block.
     drop_empty_tiles(batch.body);
-    const int dw = nest_.buffer_of_kind(BufferKind::kW);
-    Stmt zero = loop_nest(nest_, {p.kh, p.kw, p.filter_in, p.oc}, {"zkh", "zkw", "zi", "zo"},
-                          [&](const std::vector<Affine>& v) {
-                            Store s;
-                            s.dst = Access{dw, {v[0], v[1], v[2], v[3]}};
-                            return Stmt{std::move(s)};
-                          });
+    Stmt zero = zero_filter_gradient(nest_);
     nest_.body.clear();
     nest_.body.push_back(std::move(zero));
     nest_.body.push_back(Stmt{std::move(batch)});
@@ -282,13 +288,7 @@ std::int64_t split_rows(LoopNest& nest, ReduceVars vars, int threads, std::int64
   finish(rest, rest.var);
   // dW zeroed, then every thread's rows and the leftover rows accumulated into it, in order:
   // split_reduction gives each thread partial sums of its own and runs the threads at once.
-  const int dw = nest.buffer_of_kind(BufferKind::kW);
-  Stmt zero = loop_nest(nest, {p.kh, p.kw, p.filter_in, p.oc}, {"zkh", "zkw", "zi", "zo"},
-                        [&](const std::vector<Affine>& v) {
-                          Store s;
-                          s.dst = Access{dw, {v[0], v[1], v[2], v[3]}};
-                          return Stmt{std::move(s)};
-                        });
+  Stmt zero = zero_filter_gradient(nest);
   nest.body.clear();
   nest.body.push_back(std::move(zero));
   nest.body.push_back(Stmt{std::move(split)});

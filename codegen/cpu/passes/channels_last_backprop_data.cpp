@@ -43,21 +43,13 @@ LoopNest channels_last_backprop_data(LoopNest nest, const CpuPlan& plan) {
   const int y = out.add_buffer(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))]);
 
   // Innermost loops along each destination's contiguous dim: o for dyc, W for dx.
-  Stmt to_channels_last = loop_nest(out, {p.n, p.oh, p.ow, p.oc}, {"cn", "coh", "cow", "co"},
-                                    [&](const std::vector<Affine>& v) {
-                                      Store s;
-                                      s.dst = Access{yc, {v[0], v[1], v[2], v[3]}};
-                                      s.has_src = true;
-                                      s.src = Access{y, {v[0], v[1], v[2], v[3]}};
-                                      return Stmt{std::move(s)};
+  Stmt to_channels_last = copy_nest(out, {p.n, p.oh, p.ow, p.oc}, {"cn", "coh", "cow", "co"},
+                                    yc, y, [](const std::vector<Affine>& v) {
+                                      return std::vector<IndexExpr>{v[0], v[1], v[2], v[3]};
                                     });
-  Stmt to_channels_first = loop_nest(out, {p.n, p.ih, p.ic, p.iw}, {"fn", "fih", "fi", "fiw"},
-                                     [&](const std::vector<Affine>& v) {
-                                       Store s;
-                                       s.dst = Access{x, {v[0], v[1], v[3], v[2]}};
-                                       s.has_src = true;
-                                       s.src = Access{xc, {v[0], v[1], v[3], v[2]}};
-                                       return Stmt{std::move(s)};
+  Stmt to_channels_first = copy_nest(out, {p.n, p.ih, p.ic, p.iw}, {"fn", "fih", "fi", "fiw"},
+                                     x, xc, [](const std::vector<Affine>& v) {
+                                       return std::vector<IndexExpr>{v[0], v[1], v[3], v[2]};
                                      });
   out.body.insert(out.body.begin(), std::move(to_channels_last));
   out.body.push_back(std::move(to_channels_first));

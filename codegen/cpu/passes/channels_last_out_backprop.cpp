@@ -18,28 +18,16 @@ LoopNest channels_last_out_backprop(LoopNest nest, const CpuPlan& plan) {
   const ConvProblem& p = nest.problem;
   if (!plan.channels_last_out_backprop) return nest;
   const int y = nest.buffer_of_kind(BufferKind::kY);
-  Buffer t = nest.buffers[static_cast<std::size_t>(y)];
-  t.name = "dyc";
-  t.kind = BufferKind::kScratch;
-  t.role = BufferRole::kOutBackpropCopy;
   // In the accumulator type: the copy widens 16-bit dy once, where the tiles would widen each
   // dy vector at every point of the reduction.
-  t.dtype = accumulator_dtype(p.dtype);
-  t.strides = {p.oh * p.ow * p.oc, p.ow * p.oc, p.oc, 1};
-  const int yc = nest.add_buffer(std::move(t));
-  for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) {
-    for (Access* a : {&tile.a, &tile.b}) {
-      if (a->buffer == y) a->buffer = yc;
-    }
-  });
+  const int yc = add_copy_scratch(nest, y,
+                                  {"dyc", BufferRole::kOutBackpropCopy, accumulator_dtype(p.dtype),
+                                   {p.oh * p.ow * p.oc, p.ow * p.oc, p.oc, 1}});
+  read_tiles_from(nest.body, y, yc);
   // for n, oh, ow, o: dyc[n, oh, ow, o] = dy[n, oh, ow, o] (o innermost: contiguous stores).
-  Stmt copy = loop_nest(nest, {p.n, p.oh, p.ow, p.oc}, {"cn", "coh", "cow", "co"},
-                        [&](const std::vector<Affine>& v) {
-                          Store s;
-                          s.dst = Access{yc, {v[0], v[1], v[2], v[3]}};
-                          s.has_src = true;
-                          s.src = Access{y, {v[0], v[1], v[2], v[3]}};
-                          return Stmt{std::move(s)};
+  Stmt copy = copy_nest(nest, {p.n, p.oh, p.ow, p.oc}, {"cn", "coh", "cow", "co"}, yc, y,
+                        [](const std::vector<Affine>& v) {
+                          return std::vector<IndexExpr>{v[0], v[1], v[2], v[3]};
                         });
   nest.body.insert(nest.body.begin(), std::move(copy));
   return nest;

@@ -92,22 +92,20 @@ LoopNest deinterleave_multiplier(LoopNest nest, const CpuPlan& plan) {
   });
 
   // The copies run first, channels innermost (contiguous stores).
-  Stmt wcopy = loop_nest(nest, {p.kh, p.kw, mult, c}, {"dkh", "dkw", "dm", "dc"},
-                         [&](const std::vector<Affine>& v) {
-                           Store s;
-                           s.dst = Access{wdi, {v[0], v[1], v[2], v[3]}};
-                           s.has_src = true;
-                           s.src = Access{w, {v[0], v[1], Affine::constant_of(0), v[3] * mult + v[2]}};
-                           return Stmt{std::move(s)};
-                         });
-  Stmt ycopy = loop_nest(nest, {p.n, p.oh, p.ow, mult, c}, {"dn", "doh", "dow", "dm", "dc"},
-                         [&](const std::vector<Affine>& v) {
-                           Store s;
-                           s.dst = Access{ydi, {v[0], v[1], v[2], v[3], v[4]}};
-                           s.has_src = true;
-                           s.src = Access{y, {v[0], v[1], v[2], v[4] * mult + v[3]}};
-                           return Stmt{std::move(s)};
-                         });
+  Stmt wcopy = copy_nest(
+      nest, {p.kh, p.kw, mult, c}, {"dkh", "dkw", "dm", "dc"}, wdi, w,
+      [](const std::vector<Affine>& v) { return std::vector<IndexExpr>{v[0], v[1], v[2], v[3]}; },
+      [&](const std::vector<Affine>& v) {
+        return std::vector<IndexExpr>{v[0], v[1], Affine::constant_of(0), v[3] * mult + v[2]};
+      });
+  Stmt ycopy = copy_nest(
+      nest, {p.n, p.oh, p.ow, mult, c}, {"dn", "doh", "dow", "dm", "dc"}, ydi, y,
+      [](const std::vector<Affine>& v) {
+        return std::vector<IndexExpr>{v[0], v[1], v[2], v[3], v[4]};
+      },
+      [&](const std::vector<Affine>& v) {
+        return std::vector<IndexExpr>{v[0], v[1], v[2], v[4] * mult + v[3]};
+      });
   nest.body.insert(nest.body.begin(), std::move(ycopy));
   nest.body.insert(nest.body.begin(), std::move(wcopy));
   return nest;

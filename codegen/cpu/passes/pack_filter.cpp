@@ -35,14 +35,10 @@ LoopNest pack_filter(LoopNest nest, const CpuPlan& plan) {
   });
 
   // The copy runs first: for kh, kw, oc, i: wp[kh, kw, oc, i] = w[kh, kw, i, oc].
-  Stmt copy = loop_nest(nest, {p.kh, p.kw, p.oc, p.filter_in}, {"pkh", "pkw", "po", "pi"},
-                        [&](const std::vector<Affine>& v) {
-                          Store s;
-                          s.dst = Access{wp, {v[0], v[1], v[2], v[3]}};
-                          s.has_src = true;
-                          s.src = Access{w, {v[0], v[1], v[3], v[2]}};
-                          return Stmt{std::move(s)};
-                        });
+  Stmt copy = copy_nest(
+      nest, {p.kh, p.kw, p.oc, p.filter_in}, {"pkh", "pkw", "po", "pi"}, wp, w,
+      [](const std::vector<Affine>& v) { return std::vector<IndexExpr>{v[0], v[1], v[2], v[3]}; },
+      [](const std::vector<Affine>& v) { return std::vector<IndexExpr>{v[0], v[1], v[3], v[2]}; });
   nest.body.insert(nest.body.begin(), std::move(copy));
   return nest;
 }

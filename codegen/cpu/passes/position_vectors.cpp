@@ -83,52 +83,29 @@ LoopNest position_vectors(LoopNest nest, const CpuPlan& plan) {
     // taps innermost each row's broadcasts walk consecutive elements, where in HWIO the taps
     // are IC*OC apart and alias to one L1 set.
     const int w = nest.buffer_of_kind(BufferKind::kW);
-    Buffer t = nest.buffers[static_cast<std::size_t>(w)];
-    t.name = "wt";
-    t.kind = BufferKind::kScratch;
-    t.role = BufferRole::kFilterCopy;
     const std::int64_t kin = p.filter_in, kout = p.oc;
-    t.strides = {p.kw, 1, kout * p.kh * p.kw, p.kh * p.kw};
-    const int wt = nest.add_buffer(std::move(t));
-    for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) {
-      for (Access* a : {&tile.a, &tile.b}) {
-        if (a->buffer == w) a->buffer = wt;
-      }
-    });
-    Stmt copy = loop_nest(nest, {kin, kout, p.kh, p.kw}, {"ti", "to", "tkh", "tkw"},
-                          [&](const std::vector<Affine>& v) {
-                            Store s;
-                            s.dst = Access{wt, {v[2], v[3], v[0], v[1]}};
-                            s.has_src = true;
-                            s.src = Access{w, {v[2], v[3], v[0], v[1]}};
-                            return Stmt{std::move(s)};
+    const int wt = add_copy_scratch(nest, w,
+                                    {"wt", BufferRole::kFilterCopy, p.dtype,
+                                     {p.kw, 1, kout * p.kh * p.kw, p.kh * p.kw}});
+    read_tiles_from(nest.body, w, wt);
+    Stmt copy = copy_nest(nest, {kin, kout, p.kh, p.kw}, {"ti", "to", "tkh", "tkw"}, wt, w,
+                          [](const std::vector<Affine>& v) {
+                            return std::vector<IndexExpr>{v[2], v[3], v[0], v[1]};
                           });
     nest.body.insert(nest.body.begin(), std::move(copy));
   } else {
-    // dy through a scratch of the same logical dims, with ow contiguous inside each (n, oh).
+    // dy through a scratch of the same logical dims, with ow contiguous inside each (n, oh), in
+    // the accumulator type: the copy widens 16-bit dy once, where the tiles would widen every
+    // dy vector at every tap.
     const int y = nest.buffer_of_kind(BufferKind::kY);
-    Buffer t = nest.buffers[static_cast<std::size_t>(y)];
-    t.name = "dyt";
-    t.kind = BufferKind::kScratch;
-    t.role = BufferRole::kOutBackpropCopy;
-    // In the accumulator type: the copy widens 16-bit dy once, where the tiles would widen
-    // every dy vector at every tap.
-    t.dtype = accumulator_dtype(p.dtype);
-    t.strides = {p.oh * p.oc * p.ow, p.oc * p.ow, 1, p.ow};
-    const int yt = nest.add_buffer(std::move(t));
-    for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) {
-      for (Access* a : {&tile.a, &tile.b}) {
-        if (a->buffer == y) a->buffer = yt;
-      }
-    });
+    const int yt = add_copy_scratch(nest, y,
+                                    {"dyt", BufferRole::kOutBackpropCopy, accumulator_dtype(p.dtype),
+                                     {p.oh * p.oc * p.ow, p.oc * p.ow, 1, p.ow}});
+    read_tiles_from(nest.body, y, yt);
     // for n, oh, o, ow: dyt[n, oh, ow, o] = dy[n, oh, ow, o] (ow innermost: contiguous stores).
-    Stmt copy = loop_nest(nest, {p.n, p.oh, p.oc, p.ow}, {"tn", "toh", "to", "tow"},
-                          [&](const std::vector<Affine>& v) {
-                            Store s;
-                            s.dst = Access{yt, {v[0], v[1], v[3], v[2]}};
-                            s.has_src = true;
-                            s.src = Access{y, {v[0], v[1], v[3], v[2]}};
-                            return Stmt{std::move(s)};
+    Stmt copy = copy_nest(nest, {p.n, p.oh, p.oc, p.ow}, {"tn", "toh", "to", "tow"}, yt, y,
+                          [](const std::vector<Affine>& v) {
+                            return std::vector<IndexExpr>{v[0], v[1], v[3], v[2]};
                           });
     nest.body.insert(nest.body.begin(), std::move(copy));
   }

@@ -11,12 +11,15 @@
 //     for nb "batch": tiles on dyc[e(chunk, nb)]     dyc[chunk] = dy[e(chunk, nb)]
 //                                                    tiles on dyc[chunk]
 //
-// dyc then holds T images. The copy stays where it is unless every read of the scratch is at
-// one image expression e that moves with the chunk (with the rows of every image split among
-// the threads instead, each thread would copy every image), or there is no chunk loop (one
-// thread: one slot).
+// dyc then holds T images. Where the rows of every image are split among the threads instead
+// (block_reduction's row split), each thread copies every image into its own slot before
+// reducing its rows of it, and the leftover rows copy theirs into slot 0 after: the copy is made
+// once per thread, not once, but the scratch holds T images, never the batch. The copy stays
+// where it is unless every read of the scratch is in a batch loop at one image expression.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -28,20 +31,25 @@ namespace convjit::cpu {
 using namespace ir;
 namespace {
 
-// The first loop over the batch under `body`, with the loop around it (nullptr at the top).
-Loop* find_batch(const LoopNest& nest, std::vector<Stmt>& body, Loop* around, Loop** outer) {
+// A loop over the batch and the parallel loop around it (nullptr: none).
+struct BatchLoop {
+  Loop* loop = nullptr;
+  Loop* parallel = nullptr;
+};
+
+// The outermost loops over the batch under `body`, each with the innermost parallel loop around
+// it.
+void find_batches(const LoopNest& nest, std::vector<Stmt>& body, Loop* parallel,
+                  std::vector<BatchLoop>* out) {
   for (Stmt& s : body) {
     auto* l = std::get_if<Loop>(&s.node);
     if (l == nullptr) continue;
     if (nest.role_of(l->var) == VarRole::kBatch) {
-      *outer = around;
-      return l;
-    }
-    if (Loop* found = find_batch(nest, l->body, around != nullptr ? around : l, outer)) {
-      return found;
+      out->push_back({l, parallel});
+    } else {
+      find_batches(nest, l->body, l->kind == LoopKind::kParallel ? l : parallel, out);
     }
   }
-  return nullptr;
 }
 
 class PrivatizeCopy {
@@ -73,64 +81,63 @@ class PrivatizeCopy {
       return false;
     }
 
-    Loop* outer = nullptr;
-    Loop* batch = find_batch(nest_, nest_.body, nullptr, &outer);
-    if (batch == nullptr) return false;
-    // Every other access to the scratch: a read in the batch loop at one image expression.
-    std::optional<Affine> image;
+    std::vector<BatchLoop> batches;
+    find_batches(nest_, nest_.body, nullptr, &batches);
+    if (batches.empty()) return false;
+    // Every other access to the scratch: a read inside a batch loop, at one image expression per
+    // loop; and nothing else writes what the copy reads, or reads what it writes.
+    std::vector<std::optional<Affine>> images(batches.size());
     for (std::size_t i = 0; i < nest_.body.size(); ++i) {
       if (i == ci) continue;
-      const bool holds_batch = contains(nest_.body[i], batch);
-      for_each_access(std::span(&nest_.body[i], 1), [&](const Access& a, bool write) {
-        if (a.buffer != scratch) return;
-        ok = ok && holds_batch && !write && a.index[0].divisor == 1 &&
-             (!image || *image == a.index[0].numer);
-        if (!image) image = a.index[0].numer;
-      });
-      // Nothing else may write what the copy reads, or read what it writes.
       for_each_access(std::span(&nest_.body[i], 1), [&](const Access& a, bool write) {
         if (write && reads_of_copy(copy, a.buffer)) ok = false;
       });
     }
-    if (!ok || !image) return false;
-    // The slot: the chunk loop around the batch, which the image must move with.
-    Affine slot = Affine::constant_of(0);
-    std::int64_t slots = 1;
-    if (outer != nullptr) {
-      if (outer->kind != LoopKind::kParallel || image->coef_of(outer->var) == 0) return false;
-      slot = Affine::var(outer->var);
-      slots = outer->trip_count();
-    } else if (batch->kind == LoopKind::kParallel) {
-      return false;  // images of one loop on several threads at once
+    std::int64_t reads = 0, in_batches = 0;
+    for_each_access(nest_.body, [&](const Access& a, bool write) {
+      if (a.buffer == scratch && !write) ++reads;
+    });
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      for_each_access(batches[b].loop->body, [&](const Access& a, bool write) {
+        if (a.buffer != scratch) return;
+        ++in_batches;
+        ok = ok && !write && a.index[0].divisor == 1 &&
+             (!images[b] || *images[b] == a.index[0].numer);
+        if (!images[b]) images[b] = a.index[0].numer;
+      });
     }
-
-    // The copy of image `image` into the slot, then the batch body reading the slot.
-    std::vector<Stmt> fill = copy.body;
-    for_each_access(fill, [&](Access& a, bool write) {
-      if (write) a.index[0] = IndexExpr(slot);
-    });
-    substitute(fill, copy.var, *image);
-    for_each_access(batch->body, [&](Access& a, bool) {
-      if (a.buffer == scratch) a.index[0] = IndexExpr(slot);
-    });
-    batch->body.insert(batch->body.begin(), std::make_move_iterator(fill.begin()),
+    if (!ok || reads != in_batches) return false;
+    // Each batch loop copies its image into the slot of the parallel loop around it (a thread
+    // or a chunk of images); a serial one outside any into slot 0. A batch loop that is itself
+    // parallel would copy several images into one slot at once.
+    std::int64_t slots = 1;
+    for (const BatchLoop& b : batches) {
+      if (b.loop->kind == LoopKind::kParallel) return false;
+      if (b.parallel != nullptr) slots = std::max(slots, b.parallel->trip_count());
+    }
+    for (std::size_t b = 0; b < batches.size(); ++b) {
+      if (!images[b]) continue;  // no tile of this loop reads the copy
+      const Affine slot = batches[b].parallel != nullptr ? Affine::var(batches[b].parallel->var)
+                                                         : Affine::constant_of(0);
+      // The copy of image `image` into the slot, then the batch body reading the slot.
+      std::vector<Stmt> fill = copy.body;
+      for_each_access(fill, [&](Access& a, bool write) {
+        if (write) a.index[0] = IndexExpr(slot);
+      });
+      substitute(fill, copy.var, *images[b]);
+      Loop& loop = *batches[b].loop;
+      for_each_access(loop.body, [&](Access& a, bool) {
+        if (a.buffer == scratch) a.index[0] = IndexExpr(slot);
+      });
+      loop.body.insert(loop.body.begin(), std::make_move_iterator(fill.begin()),
                        std::make_move_iterator(fill.end()));
+    }
     nest_.body.erase(nest_.body.begin() + static_cast<std::ptrdiff_t>(ci));
     nest_.buffers[static_cast<std::size_t>(scratch)].dims.front() = slots;
     return true;
   }
 
  private:
-  static bool contains(Stmt& s, const Loop* target) {
-    auto* l = std::get_if<Loop>(&s.node);
-    if (l == nullptr) return false;
-    if (l == target) return true;
-    for (Stmt& inner : l->body) {
-      if (contains(inner, target)) return true;
-    }
-    return false;
-  }
-
   static bool reads_of_copy(const Loop& copy, int buffer) {
     bool reads = false;
     for_each_access(copy.body, [&](const Access& a, bool write) {

@@ -74,6 +74,15 @@ Stmt sum_partials(LoopNest& nest, int pb, std::int64_t chunks) {
   return Stmt{std::move(root)};
 }
 
+// The parallel loop over `chunks` the threads take (its variable "chunk").
+Loop chunk_loop_of(LoopNest& nest, std::int64_t chunks) {
+  Loop chunk;
+  chunk.var = nest.new_var("chunk", VarRole::kThreads);
+  chunk.end = chunks;
+  chunk.kind = LoopKind::kParallel;
+  return chunk;
+}
+
 // Every tile under `body` writes partial[chunk] at its dW element instead of dW.
 void into_partial(std::vector<Stmt>& body, int pb, const Affine& chunk) {
   for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
@@ -107,10 +116,7 @@ bool split_batch(LoopNest& nest, std::int64_t chunks) {
     return false;
   }
   const int pb = add_partial_buffer(nest, chunks);
-  Loop chunk_loop;
-  chunk_loop.var = nest.new_var("chunk", VarRole::kThreads);
-  chunk_loop.end = chunks;
-  chunk_loop.kind = LoopKind::kParallel;
+  Loop chunk_loop = chunk_loop_of(nest, chunks);
   const Affine ch = Affine::var(chunk_loop.var);
   const std::int64_t len = p.n / chunks;
   batch->end = len;
@@ -155,11 +161,7 @@ void split_dim(LoopNest& nest, int dim, std::int64_t chunks) {
   const std::int64_t extent = dim == 0 ? p.n : dim == 1 ? p.oh : p.ow;
   const std::int64_t len = extent / chunks;
   const int pb = add_partial_buffer(nest, chunks);
-
-  Loop chunk_loop;
-  chunk_loop.var = nest.new_var("chunk", VarRole::kThreads);
-  chunk_loop.end = chunks;
-  chunk_loop.kind = LoopKind::kParallel;
+  Loop chunk_loop = chunk_loop_of(nest, chunks);
   const Affine ch = Affine::var(chunk_loop.var);
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
     ReduceLoop& r = t.reduce[static_cast<std::size_t>(dim)];

@@ -20,19 +20,6 @@
 namespace convjit::cpu {
 
 using namespace ir;
-namespace {
-
-// A scratch with `from`'s dims and strides in f32.
-int f32_twin(LoopNest& nest, int from, const char* name, BufferRole role) {
-  Buffer b = nest.buffers[static_cast<std::size_t>(from)];
-  b.name = name;
-  b.kind = BufferKind::kScratch;
-  b.role = role;
-  b.dtype = accumulator_dtype(b.dtype);
-  return nest.add_buffer(std::move(b));
-}
-
-}  // namespace
 
 LoopNest widen_depthwise_operands(LoopNest nest, const CpuPlan& plan) {
   const ConvProblem& p = nest.problem;
@@ -62,29 +49,25 @@ LoopNest widen_depthwise_operands(LoopNest nest, const CpuPlan& plan) {
     return nest;
   }
 
-  const int wf = f32_twin(nest, w, "wf", BufferRole::kFilterCopy);
-  const int dyf = f32_twin(nest, y, "dyf", BufferRole::kOutBackpropCopy);
-  for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
-    for (Access* a : {&t.a, &t.b}) a->buffer = a->buffer == y ? dyf : wf;
-  });
+  // Twins of w and dy (same dims and strides) in f32.
+  const DType f32 = accumulator_dtype(p.dtype);
+  const int wf = add_copy_scratch(nest, w, {"wf", BufferRole::kFilterCopy, f32, {}});
+  const int dyf = add_copy_scratch(nest, y, {"dyf", BufferRole::kOutBackpropCopy, f32, {}});
+  read_tiles_from(nest.body, w, wf);
+  read_tiles_from(nest.body, y, dyf);
   const Buffer& wb = nest.buffers[static_cast<std::size_t>(w)];
-  Stmt filter_copy = loop_nest(nest, {wb.dims[0], wb.dims[1], wb.dims[2], wb.dims[3]},
-                               {"fkh", "fkw", "fi", "fc"}, [&](const std::vector<Affine>& v) {
-                                 Store s;
-                                 s.dst = Access{wf, {v[0], v[1], v[2], v[3]}};
-                                 s.has_src = true;
-                                 s.src = Access{w, {v[0], v[1], v[2], v[3]}};
-                                 return Stmt{std::move(s)};
-                               });
+  Stmt filter_copy =
+      copy_nest(nest, {wb.dims[0], wb.dims[1], wb.dims[2], wb.dims[3]}, {"fkh", "fkw", "fi", "fc"},
+                wf, w, [](const std::vector<Affine>& v) {
+                  return std::vector<IndexExpr>{v[0], v[1], v[2], v[3]};
+                });
+  // Each image as one run (dense images: its offset along the last dim covers it all).
   const std::int64_t image = nest.buffers[static_cast<std::size_t>(y)].strides[0];
-  Stmt dy_copy = loop_nest(nest, {p.n, image}, {"tn", "dk"}, [&](const std::vector<Affine>& v) {
-    const IndexExpr zero(Affine::constant_of(0));
-    Store s;
-    s.dst = Access{dyf, {IndexExpr(v[0]), zero, zero, IndexExpr(v[1])}};
-    s.has_src = true;
-    s.src = Access{y, {IndexExpr(v[0]), zero, zero, IndexExpr(v[1])}};
-    return Stmt{std::move(s)};
-  });
+  Stmt dy_copy = copy_nest(nest, {p.n, image}, {"tn", "dk"}, dyf, y,
+                           [](const std::vector<Affine>& v) {
+                             const IndexExpr zero(Affine::constant_of(0));
+                             return std::vector<IndexExpr>{v[0], zero, zero, v[1]};
+                           });
   nest.body.insert(nest.body.begin(), std::move(dy_copy));
   nest.body.insert(nest.body.begin(), std::move(filter_copy));
   return nest;

@@ -255,4 +255,34 @@ bool dense_images(const Buffer& b) {
          b.strides[1] == b.dims[2] * b.strides[2] && b.strides[0] == b.dims[1] * b.strides[1];
 }
 
+int add_copy_scratch(LoopNest& nest, int from, CopyScratch copy) {
+  Buffer b = nest.buffers[static_cast<std::size_t>(from)];
+  b.name = std::move(copy.name);
+  b.kind = BufferKind::kScratch;
+  b.role = copy.role;
+  b.dtype = copy.dtype;
+  if (!copy.strides.empty()) b.strides = std::move(copy.strides);
+  return nest.add_buffer(std::move(b));
+}
+
+void read_tiles_from(std::vector<Stmt>& body, int from, int to) {
+  for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+    for (Access* a : {&t.a, &t.b}) {
+      if (a->buffer == from) a->buffer = to;
+    }
+  });
+}
+
+Stmt copy_nest(LoopNest& nest, const std::vector<std::int64_t>& extents,
+               const std::vector<std::string>& names, int dst, int src, const CopyIndex& dst_index,
+               const CopyIndex& src_index) {
+  return loop_nest(nest, extents, names, [&](const std::vector<Affine>& v) {
+    Store s;
+    s.dst = Access{dst, dst_index(v)};
+    s.has_src = true;
+    s.src = Access{src, src_index ? src_index(v) : s.dst.index};
+    return Stmt{std::move(s)};
+  });
+}
+
 }  // namespace convjit::ir

@@ -98,14 +98,35 @@ int output_buffer(const LoopNest& nest);
 bool dense_images(const Buffer& b);
 
 
-}  // namespace convjit::ir
-
-namespace convjit::ir {
-
 /// A nest of serial loops [0, extents[d]) named `names[d]` (outer first) around the statement
 /// `body` builds from the loop variables.
 Stmt loop_nest(LoopNest& nest, const std::vector<std::int64_t>& extents,
                const std::vector<std::string>& names,
                const std::function<Stmt(const std::vector<Affine>&)>& body);
+
+/// Where an operand copy lands: a scratch with `from`'s dims in another layout or dtype.
+struct CopyScratch {
+  std::string name;
+  BufferRole role = BufferRole::kOutBackpropCopy;
+  DType dtype = DType::kFloat32;
+  /// Element strides of its dims (`from`'s dims); empty: `from`'s strides.
+  std::vector<std::int64_t> strides;
+};
+
+/// Adds the scratch a copy of buffer `from` lands in.
+int add_copy_scratch(LoopNest& nest, int from, CopyScratch copy);
+
+/// Points every tile operand that reads buffer `from` at `to` (same indices).
+void read_tiles_from(std::vector<Stmt>& body, int from, int to);
+
+/// Buffer indices from the values of a copy's loops.
+using CopyIndex = std::function<std::vector<IndexExpr>(const std::vector<Affine>&)>;
+
+/// The copy dst[dst_index(v)] = src[src_index(v)] (converting to dst's dtype) as a nest of
+/// serial loops over `extents` (outer first, named `names`); without `src_index`, src is read
+/// at dst's index.
+Stmt copy_nest(LoopNest& nest, const std::vector<std::int64_t>& extents,
+               const std::vector<std::string>& names, int dst, int src, const CopyIndex& dst_index,
+               const CopyIndex& src_index = {});
 
 }  // namespace convjit::ir
