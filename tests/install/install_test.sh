@@ -25,7 +25,7 @@ fail() { echo "FAILED: $*" >&2; failures=$((failures + 1)); }
 cmake --install "$build" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; exit 1; }
 libdir="$(dirname "$(find "$prefix" -name 'libconvjit.*' | head -1)")"
 [ -d "$libdir" ] || { echo "FAILED: no libconvjit installed under $prefix" >&2; exit 1; }
-for f in include/convjit/convjit.h include/convjit/convjit.hpp include/convjit/types.hpp \
+for f in include/convjit/convjit.h include/convjit/convjit.hpp include/convjit/types.hpp include/convjit/numeric.hpp \
          include/convjit/cache.h include/convjit/version.h share/doc/convjit/LICENSE; do
   [ -f "$prefix/$f" ] || fail "$f is not installed"
 done
@@ -50,7 +50,8 @@ if [ "$mode" = shared ]; then
     head -20 "$work/unexpected" >&2
   fi
   for wanted in convjit_compile convjit_run convjit_version convjit_cache_list_json \
-                'convjit::compile(' 'convjit::Kernel::run(' 'typeinfo for convjit::Error'; do
+                'convjit::compile(' 'convjit::Kernel::run(' 'convjit::float_to_bfloat16(' \
+                'typeinfo for convjit::Error'; do
     grep -qF "$wanted" "$work/symbols" || fail "libconvjit.so does not export $wanted"
   done
   echo "exported symbols: $(wc -l <"$work/symbols") (C ABI and C++ API only)"

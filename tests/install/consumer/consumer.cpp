@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <convjit/convjit.hpp>
+#include <convjit/numeric.hpp>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -115,6 +116,16 @@ void c_api() {
   convjit_destroy(kernel);
 }
 
+void numeric() {
+  check(convjit::half_to_float(convjit::float_to_half(1.5f)) == 1.5f, "half round trip");
+  check(convjit::bfloat16_to_float(convjit::float_to_bfloat16(-2.0f)) == -2.0f,
+        "bfloat16 round trip");
+  std::uint16_t word = 0;
+  convjit::store_from_double(convjit::DType::kBFloat16, &word, 0, 0.5);
+  check(convjit::load_as_double(convjit::DType::kBFloat16, &word, 0) == 0.5,
+        "load/store as double");
+}
+
 void version_and_cache() {
   check(std::string(convjit_version()) == CONVJIT_VERSION_STRING,
         "convjit_version() matches version.h");
@@ -135,6 +146,7 @@ int main() {
     check(false, std::string("unexpected exception: ") + e.what());
   }
   c_api();
+  numeric();
   version_and_cache();
   if (failures != 0) {
     std::fprintf(stderr, "%d check(s) failed\n", failures);
