@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "frontend/descriptor_text.hpp"
+#include "runtime/api_c_error.hpp"
 #include "runtime/compile.hpp"
 #include "runtime/kernel.hpp"
 #include "runtime/thread_pool.hpp"
@@ -192,6 +193,14 @@ const char* kernel_string(const convjit_kernel* kernel, const char* function,
 }
 
 }  // namespace
+
+namespace convjit::runtime {
+
+convjit_status c_api_fail(convjit_status code, std::string message) {
+  return fail(code, std::move(message));
+}
+
+}  // namespace convjit::runtime
 
 extern "C" {
 

@@ -1,5 +1,6 @@
 // x86-64 disassembly of generated code through LLVM's MC disassembler, for `convjit cache show`.
-// Built without LLVM, the tool says so instead of printing instructions.
+// LLVM is opened at run time (dlopen); without it the tool says so instead of printing
+// instructions.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +9,7 @@
 
 namespace convjit::cli {
 
-/// True when the tool was built with LLVM's disassembler.
+/// True when an LLVM shared library with the C disassembler API could be opened.
 bool disassembler_available();
 
 /// One line per instruction, Intel syntax: "  0x0040:  c5 fc 28 c1   vmovaps ymm0, ymm1".

@@ -9,12 +9,11 @@
 #include <string_view>
 #include <vector>
 
+#include "convjit/convjit.h"
+#include "tools/bench_launcher.hpp"
 #include "tools/cache_command.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/run_command.hpp"
-#ifdef CONVJIT_HAVE_BENCH
-#include "tools/bench/bench_command.hpp"
-#endif
 
 namespace {
 
@@ -30,9 +29,7 @@ struct Subcommand {
 constexpr std::array kSubcommands{
     Subcommand{"run", convjit::cli::kRunSummary, &convjit::cli::run_command},
     Subcommand{"cache", convjit::cli::kCacheSummary, &convjit::cli::cache_command},
-#ifdef CONVJIT_HAVE_BENCH
-    Subcommand{"bench", convjit::bench::kBenchSummary, &convjit::bench::bench_command},
-#endif
+    Subcommand{"bench", convjit::cli::kBenchSummary, &convjit::cli::bench_command},
 };
 
 void print_help(std::ostream& out) {
@@ -74,9 +71,7 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   if (command == "--version") {
-#ifdef CONVJIT_VERSION
-    fmt::print("convjit {}\n", CONVJIT_VERSION);
-#endif
+    fmt::print("convjit {}\n", convjit_version());
     return kExitOk;
   }
   for (const Subcommand& sub : kSubcommands) {

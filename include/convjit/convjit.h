@@ -6,6 +6,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "convjit/version.h"
+
+/* Marks what libconvjit exports; everything else in the library is hidden. */
+#if defined(__GNUC__) || defined(__clang__)
+#define CONVJIT_API __attribute__((visibility("default")))
+#else
+#define CONVJIT_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -68,7 +77,7 @@ typedef void (*convjit_parallel_for_fn)(void* ctx, int64_t n,
 
 /* Compiles (or fetches from the cache) a kernel for the CPU with the default options. On
  * success *out owns a new handle. */
-convjit_status convjit_compile(const convjit_op_desc* desc, convjit_kernel** out);
+CONVJIT_API convjit_status convjit_compile(const convjit_op_desc* desc, convjit_kernel** out);
 
 typedef enum convjit_math_mode {
   CONVJIT_MATH_EXACT = 0, /* float32 computed in float32 (the default) */
@@ -86,16 +95,16 @@ typedef struct convjit_compile_options {
 } convjit_compile_options;
 
 /* convjit_compile with options (NULL: the defaults). */
-convjit_status convjit_compile_with_options(const convjit_op_desc* desc,
-                                            const convjit_compile_options* options,
-                                            convjit_kernel** out);
+CONVJIT_API convjit_status convjit_compile_with_options(const convjit_op_desc* desc,
+                                                        const convjit_compile_options* options,
+                                                        convjit_kernel** out);
 /* The same from a canonical descriptor text line. */
-convjit_status convjit_compile_text(const char* descriptor_text, convjit_kernel** out);
+CONVJIT_API convjit_status convjit_compile_text(const char* descriptor_text, convjit_kernel** out);
 
 /* Runs the op: a and b are its operands in TensorFlow's argument order (see convjit.hpp),
  * out receives the result. Safe to call from many threads at once on one kernel. */
-convjit_status convjit_run(const convjit_kernel* kernel, const convjit_tensor* a,
-                           const convjit_tensor* b, const convjit_tensor* out);
+CONVJIT_API convjit_status convjit_run(const convjit_kernel* kernel, const convjit_tensor* a,
+                                       const convjit_tensor* b, const convjit_tensor* out);
 
 /* What a run needs besides its tensors (device kernels); zero-initialise it for the defaults. */
 typedef struct convjit_run_context {
@@ -108,32 +117,38 @@ typedef struct convjit_run_context {
 /* convjit_run on a device stream with an optional workspace (context NULL: the defaults). A
  * CUDA kernel's tensor data are device pointers and the call returns once the work is queued;
  * CPU kernels ignore the context. */
-convjit_status convjit_run_with_context(const convjit_kernel* kernel, const convjit_tensor* a,
-                                        const convjit_tensor* b, const convjit_tensor* out,
-                                        const convjit_run_context* context);
+CONVJIT_API convjit_status convjit_run_with_context(const convjit_kernel* kernel,
+                                                    const convjit_tensor* a,
+                                                    const convjit_tensor* b,
+                                                    const convjit_tensor* out,
+                                                    const convjit_run_context* context);
 
 /* Device workspace bytes one run needs (0 for CPU kernels and on error). */
-size_t convjit_kernel_workspace_bytes(const convjit_kernel* kernel);
+CONVJIT_API size_t convjit_kernel_workspace_bytes(const convjit_kernel* kernel);
 
 /* Releases a handle; NULL is ignored. */
-void convjit_destroy(convjit_kernel* kernel);
+CONVJIT_API void convjit_destroy(convjit_kernel* kernel);
 
 /* Expected shape of operand 0 (a), 1 (b) or 2 (out); returns its rank (4) or -1. */
-int32_t convjit_kernel_operand_shape(const convjit_kernel* kernel, int32_t index,
-                                     int64_t shape[CONVJIT_MAX_RANK]);
+CONVJIT_API int32_t convjit_kernel_operand_shape(const convjit_kernel* kernel, int32_t index,
+                                                 int64_t shape[CONVJIT_MAX_RANK]);
 /* Strings owned by the kernel, valid until it is destroyed. */
-const char* convjit_kernel_name(const convjit_kernel* kernel);
-const char* convjit_kernel_backend(const convjit_kernel* kernel);
+CONVJIT_API const char* convjit_kernel_name(const convjit_kernel* kernel);
+CONVJIT_API const char* convjit_kernel_backend(const convjit_kernel* kernel);
 /* "cpu", "cuda:0", "cuda-interpret", ...: where the kernel expects its tensors. */
-const char* convjit_kernel_device(const convjit_kernel* kernel);
-const char* convjit_kernel_descriptor(const convjit_kernel* kernel);
+CONVJIT_API const char* convjit_kernel_device(const convjit_kernel* kernel);
+CONVJIT_API const char* convjit_kernel_descriptor(const convjit_kernel* kernel);
 
 /* Routes every later run's parallel loops through fn (NULL restores convjit's pool). */
-convjit_status convjit_set_parallel_for(convjit_parallel_for_fn fn, void* ctx);
+CONVJIT_API convjit_status convjit_set_parallel_for(convjit_parallel_for_fn fn, void* ctx);
+
+/* The loaded library's version, "MAJOR.MINOR.PATCH" (CONVJIT_VERSION_STRING of the headers it
+ * was built with; compare with this file's macros to detect a mismatched installation). */
+CONVJIT_API const char* convjit_version(void);
 
 /* The message of this thread's last failed call ("" if none). */
-const char* convjit_last_error(void);
-const char* convjit_status_name(convjit_status status);
+CONVJIT_API const char* convjit_last_error(void);
+CONVJIT_API const char* convjit_status_name(convjit_status status);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -15,6 +15,9 @@
 
 #include "convjit/types.hpp"
 
+// libconvjit is compiled with hidden visibility; what this header declares is its exported API.
+#pragma GCC visibility push(default)
+
 namespace convjit {
 
 /// What went wrong, as the C ABI's status codes number it.
@@ -131,9 +134,12 @@ struct RunContext {
   std::size_t workspace_bytes = 0;
 };
 
+// The kernel's implementation stays internal (hidden): declared outside the exported region.
+#pragma GCC visibility pop
 namespace detail {
 class KernelImpl;
 }
+#pragma GCC visibility push(default)
 
 /// A compiled op instance. Immutable; copies share the code; run() may be called from many
 /// threads at once.
@@ -233,3 +239,5 @@ Tensor depthwise_conv2d_native(const TensorView& input, const TensorView& filter
                                const ConvAttrs& attrs = {});
 
 }  // namespace convjit
+
+#pragma GCC visibility pop

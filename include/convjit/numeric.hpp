@@ -7,6 +7,9 @@
 
 #include "convjit/types.hpp"
 
+// libconvjit is compiled with hidden visibility; what this header declares is its exported API.
+#pragma GCC visibility push(default)
+
 namespace convjit {
 
 /// binary16 bits to float (exact).
@@ -24,3 +27,5 @@ double load_as_double(DType dtype, const void* data, std::int64_t i);
 void store_from_double(DType dtype, void* data, std::int64_t i, double value);
 
 }  // namespace convjit
+
+#pragma GCC visibility pop

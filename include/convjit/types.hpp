@@ -6,6 +6,9 @@
 #include <string_view>
 #include <vector>
 
+// libconvjit is compiled with hidden visibility; what this header declares is its exported API.
+#pragma GCC visibility push(default)
+
 namespace convjit {
 
 /// Element type of every tensor of an op. half and bfloat16 are stored as 16-bit words.
@@ -77,3 +80,5 @@ bool takes_filter_sizes(OpKind op);
 bool is_depthwise(OpKind op);
 
 }  // namespace convjit
+
+#pragma GCC visibility pop

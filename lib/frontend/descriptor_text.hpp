@@ -13,8 +13,9 @@ namespace convjit {
 /// Canonical text of a descriptor, e.g.
 ///   Conv2DBackpropInput dtype=float32 data_format=NHWC input_sizes=[1,2,3,1]
 ///   filter=[2,2,1,1] out_backprop=[1,1,2,1] strides=[1,1,1,1] dilations=[1,1,1,1] padding=VALID
-/// (one line). parse_descriptor_text(to_text(d)) == d for every descriptor.
-std::string to_text(const OpDescriptor& desc);
+/// (one line). parse_descriptor_text(to_text(d)) == d for every descriptor. Also declared by
+/// convjit.hpp: exported from libconvjit whichever declaration a unit sees first.
+__attribute__((visibility("default"))) std::string to_text(const OpDescriptor& desc);
 /// Named apart from the public `OpDescriptor parse_descriptor(std::string_view)` of convjit.hpp,
 /// which throws: the two would otherwise be one symbol differing only in return type.
 Expected<OpDescriptor> parse_descriptor_text(std::string_view text);

@@ -1,0 +1,7 @@
+"""``python -m convjit ARGS`` is the ``convjit`` command line."""
+
+import sys
+
+from ._cli import main
+
+sys.exit(main())
