@@ -13,11 +13,18 @@ target_include_directories(convjit_deps SYSTEM INTERFACE
   ${XBYAK_INCLUDE_DIR} ${XXHASH_INCLUDE_DIR} ${NLOHMANN_JSON_INCLUDE_DIR})
 target_link_libraries(convjit_deps INTERFACE ${XXHASH_LIBRARY})
 
+# The CUDA backend needs the toolkit's headers (cuda.h, nvrtc.h) at build time only: NVRTC and
+# the driver are opened at run time, so the library builds, loads and runs without a GPU.
 find_package(CUDAToolkit QUIET)
-if(CUDAToolkit_FOUND)
-  message(STATUS "convjit: CUDA toolkit ${CUDAToolkit_VERSION} found (NVRTC backend can build)")
+option(CONVJIT_CUDA "Build the CUDA backend and its interpret mode (needs the CUDA toolkit's headers)"
+       ${CUDAToolkit_FOUND})
+if(CONVJIT_CUDA AND NOT CUDAToolkit_FOUND)
+  message(FATAL_ERROR "CONVJIT_CUDA=ON needs the CUDA toolkit's headers (set CUDAToolkit_ROOT)")
+endif()
+if(CONVJIT_CUDA)
+  message(STATUS "convjit: CUDA toolkit ${CUDAToolkit_VERSION} found: the CUDA backend builds")
 else()
-  message(STATUS "convjit: CUDA toolkit not found: the CUDA backend is skipped")
+  message(STATUS "convjit: the CUDA backend is off (no toolkit, or -DCONVJIT_CUDA=OFF)")
 endif()
 
 # LLVM's version file accepts only an exact major.minor ("22" rejects 22.1), so find any LLVM,
