@@ -114,6 +114,7 @@ struct BlockRunner::Impl {
   void arrive(WarpOpKind kind, int variant, int line, const LaneOperands& mine);
   void complete(WarpOp& op, int warp, int lanes);
   void finish_thread(ThreadContext& t);
+  std::string describe_deadlock(const ThreadContext& waiting);
   void perform_copies(std::vector<AsyncCopy>& group);
 };
 
@@ -487,6 +488,45 @@ void BlockRunner::Impl::finish_thread(ThreadContext& t) {
   t.state = ThreadState::kDone;
 }
 
+std::string BlockRunner::Impl::describe_deadlock(const ThreadContext& waiting) {
+  auto where = [](const ThreadContext& t) {
+    return fmt::format("{} (line {})",
+                       t.state == ThreadState::kAtBarrier ? "__syncthreads()"
+                                                          : "a warp-level operation",
+                       t.wait_line);
+  };
+  if (waiting.state == ThreadState::kInWarpOp) {
+    const int warp = waiting.linear / kWarpSize;
+    int exited = 0;
+    const ThreadContext* elsewhere = nullptr;
+    for (int l = 0; l < kWarpSize && warp * kWarpSize + l < thread_count; ++l) {
+      const ThreadContext& lane = *threads[static_cast<std::size_t>(warp * kWarpSize + l)];
+      if (lane.state == ThreadState::kDone) {
+        ++exited;
+      } else if (lane.state != ThreadState::kInWarpOp && elsewhere == nullptr) {
+        elsewhere = &lane;
+      }
+    }
+    if (elsewhere != nullptr) {
+      return fmt::format("deadlock: divergent warp: this lane waits at {} while lane {} of its "
+                         "warp waits at {}",
+                         where(waiting), elsewhere->linear % kWarpSize, where(*elsewhere));
+    }
+    return fmt::format("divergent warp-level operation: lanes of warp {} wait at {} for {} lanes "
+                       "that exited without taking part",
+                       warp, where(waiting), exited);
+  }
+  for (int i = 0; i < thread_count; ++i) {
+    const ThreadContext& t = *threads[static_cast<std::size_t>(i)];
+    if (t.state != ThreadState::kDone && (t.state != waiting.state || t.wait_line != waiting.wait_line)) {
+      return fmt::format("deadlock: divergent barriers: this thread waits at {} while thread {} "
+                         "waits at {}",
+                         where(waiting), thread_name(i), where(t));
+    }
+  }
+  return fmt::format("deadlock at {}", where(waiting));
+}
+
 BlockRunner::BlockRunner() : impl_(std::make_unique<Impl>()) {}
 BlockRunner::~BlockRunner() = default;
 
@@ -575,18 +615,8 @@ void BlockRunner::run_block(const LaunchInfo& launch, std::int64_t linear_block,
       continue;
     }
     // Nobody can go on: threads wait at different barriers, or in a warp-level operation
-    // whose other lanes wait elsewhere.
-    auto where = [](const ThreadContext& t) {
-      return t.state == ThreadState::kAtBarrier ? "__syncthreads()" : "a warp-level operation";
-    };
-    if (other == nullptr) other = waiting;
-    r.report(waiting->linear,
-             fmt::format("deadlock: this thread waits at {} (line {}) while thread {} waits at {} "
-                         "(line {}){}",
-                         where(*waiting), waiting->wait_line, r.thread_name(other->linear),
-                         where(*other), other->wait_line,
-                         done > 0 ? fmt::format("; {} threads have exited", done) : ""),
-             waiting->wait_line);
+    // whose other lanes wait elsewhere or have exited.
+    r.report(waiting->linear, r.describe_deadlock(*waiting), waiting->wait_line);
     break;
   }
   r.current = nullptr;
