@@ -11,6 +11,7 @@
 
 #include "tools/cache_command.hpp"
 #include "tools/cli_args.hpp"
+#include "tools/compile_command.hpp"
 #include "tools/run_command.hpp"
 #ifdef CONVJIT_HAVE_BENCH
 #include "tools/bench/bench_command.hpp"
@@ -29,6 +30,7 @@ struct Subcommand {
 
 constexpr std::array kSubcommands{
     Subcommand{"run", convjit::cli::kRunSummary, &convjit::cli::run_command},
+    Subcommand{"compile", convjit::cli::kCompileSummary, &convjit::cli::compile_command},
     Subcommand{"cache", convjit::cli::kCacheSummary, &convjit::cli::cache_command},
 #ifdef CONVJIT_HAVE_BENCH
     Subcommand{"bench", convjit::bench::kBenchSummary, &convjit::bench::bench_command},
@@ -47,7 +49,8 @@ void print_help(std::ostream& out) {
   fmt::print(out,
              "\n"
              "environment: CONVJIT_VERBOSE, CONVJIT_CACHE_DIR, CONVJIT_CACHE_CAPACITY,\n"
-             "CONVJIT_NUM_THREADS, CONVJIT_ISA, CONVJIT_BACKEND, CONVJIT_ALWAYS_COMPILE\n"
+             "CONVJIT_NUM_THREADS, CONVJIT_ISA, CONVJIT_BACKEND, CONVJIT_ALWAYS_COMPILE,\n"
+             "CONVJIT_CUDA_INTERPRET\n"
              "(see README.md).\n");
 }
 
