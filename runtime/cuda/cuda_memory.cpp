@@ -91,4 +91,25 @@ Status synchronize(int ordinal, void* stream) {
   return r == CUDA_SUCCESS ? Status::ok() : p->api->error(r, "synchronizing the stream");
 }
 
+Expected<void*> create_stream(int ordinal, bool non_blocking) {
+  Expected<Primary> p = primary(ordinal);
+  if (!p) return p.status();
+  ScopedContext scope(*p->api, p->context);
+  CONVJIT_RETURN_IF_ERROR(scope.status());
+  CUstream stream = nullptr;
+  const CUresult r =
+      p->api->stream_create(&stream, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT);
+  if (r != CUDA_SUCCESS) return p->api->error(r, "creating a stream");
+  return static_cast<void*>(stream);
+}
+
+Status destroy_stream(int ordinal, void* stream) {
+  Expected<Primary> p = primary(ordinal);
+  if (!p) return p.status();
+  ScopedContext scope(*p->api, p->context);
+  CONVJIT_RETURN_IF_ERROR(scope.status());
+  const CUresult r = p->api->stream_destroy(static_cast<CUstream>(stream));
+  return r == CUDA_SUCCESS ? Status::ok() : p->api->error(r, "destroying a stream");
+}
+
 }  // namespace convjit::runtime::cuda

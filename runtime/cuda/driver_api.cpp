@@ -119,6 +119,9 @@ Expected<const DriverApi*> driver_api() {
         loader.bind("cuMemcpyDtoH", "cuMemcpyDtoH_v2", &a->memcpy_dtoh) &&
         loader.bind("cuPointerGetAttribute", "cuPointerGetAttribute", &a->pointer_get_attribute) &&
         loader.bind("cuStreamSynchronize", "cuStreamSynchronize", &a->stream_synchronize) &&
+        loader.bind("cuStreamCreate", "cuStreamCreate", &a->stream_create) &&
+        loader.bind("cuStreamDestroy", "cuStreamDestroy_v2", &a->stream_destroy) &&
+        loader.bind("cuMemGetInfo", "cuMemGetInfo_v2", &a->mem_get_info) &&
         loader.bind("cuCtxSynchronize", "cuCtxSynchronize", &a->ctx_synchronize);
     if (!ok) {
       failure = no_cuda_device("the installed NVIDIA driver lacks functions convjit needs (a "

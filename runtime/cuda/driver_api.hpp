@@ -35,6 +35,9 @@ struct DriverApi {
   decltype(&::cuMemcpyDtoH) memcpy_dtoh = nullptr;
   decltype(&::cuPointerGetAttribute) pointer_get_attribute = nullptr;
   decltype(&::cuStreamSynchronize) stream_synchronize = nullptr;
+  decltype(&::cuStreamCreate) stream_create = nullptr;
+  decltype(&::cuStreamDestroy) stream_destroy = nullptr;
+  decltype(&::cuMemGetInfo) mem_get_info = nullptr;
   decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
   int driver_version = 0;  // e.g. 12040
 

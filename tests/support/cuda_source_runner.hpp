@@ -33,6 +33,11 @@ Status run_cuda_source(const std::string& name, const std::string& body,
                        const std::vector<RawLaunch>& launches, RawBuffers* buffers,
                        int host_threads = 1);
 
+/// The same on CUDA device 0: NVRTC compiles `body` for the device, buffers are copied to device
+/// memory and y back. Unavailable ("no CUDA device: ...") without a GPU.
+Status run_cuda_source_on_gpu(const std::string& name, const std::string& body,
+                              const std::vector<RawLaunch>& launches, RawBuffers* buffers);
+
 /// NVRTC compiles `body` for `arch`; returns NVRTC's error, if any.
 Status cuda_source_compiles(const std::string& name, const std::string& body,
                             const std::string& arch);
