@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <string>
 #include <new>
+#include <string>
 
 #ifdef CONVJIT_HAVE_CUDA
 #include "runtime/cuda/cuda_memory.hpp"
@@ -17,8 +17,9 @@ constexpr std::align_val_t kHostAlignment{64};
 bool on_host(const Device& device) { return device.kind != Device::Kind::kCuda; }
 
 Status no_cuda_support() {
-  return unimplemented("convjit was built without CUDA support (-DCONVJIT_CUDA=OFF or no CUDA "
-                       "toolkit at build time)");
+  return unimplemented(
+      "convjit was built without CUDA support (-DCONVJIT_CUDA=OFF or no CUDA "
+      "toolkit at build time)");
 }
 
 }  // namespace
@@ -27,7 +28,8 @@ Expected<std::shared_ptr<void>> allocate_device_memory(const Device& device, std
   if (on_host(device)) {
     void* p = ::operator new(std::max<std::size_t>(bytes, 1), kHostAlignment, std::nothrow);
     if (p == nullptr) {
-      return resource_exhausted("cannot allocate " + std::to_string(bytes) + " bytes of host memory");
+      return resource_exhausted("cannot allocate " + std::to_string(bytes) +
+                                " bytes of host memory");
     }
     return std::shared_ptr<void>(p, [](void* q) { ::operator delete(q, kHostAlignment); });
   }

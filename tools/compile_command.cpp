@@ -8,10 +8,9 @@
 #include <fmt/ostream.h>
 
 #include <chrono>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "codegen/backend.hpp"
 #include "convjit/convjit.hpp"
@@ -45,17 +44,23 @@ struct CompileFlags {
 };
 
 constexpr FlagSpec kOwnFlags[] = {
-    {"target", "NAME", "sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120, or avx2 / avx512"},
+    {"target", "NAME",
+     "sm_75, sm_80, sm_86, sm_89, sm_90, sm_90a, sm_100, sm_120, or avx2 / avx512"},
     {"math", "MODE", "exact (default) or tf32 (CUDA float32 on tensor cores)"},
-    {"plan", "KEYS", "force plan choices, e.g. algo=igemm,tile=64x32x8,splitk=2 (see docs/CUDA.md)"},
+    {"plan", "KEYS",
+     "force plan choices, e.g. algo=igemm,tile=64x32x8,splitk=2 (see docs/CUDA.md)"},
     {"source", "", "print the generated CUDA translation unit"},
     {"ptx", "", "print NVRTC's PTX"},
     {"json", "", "print the report as JSON"},
 };
 
-bool takes_value(std::string_view name) { return name != "source" && name != "ptx" && name != "json"; }
+bool takes_value(std::string_view name) {
+  return name != "source" && name != "ptx" && name != "json";
+}
 
-std::string format_ms(double ms) { return ms >= 1 ? fmt::format("{:.1f} ms", ms) : fmt::format("{:.0f} us", ms * 1000); }
+std::string format_ms(double ms) {
+  return ms >= 1 ? fmt::format("{:.1f} ms", ms) : fmt::format("{:.0f} us", ms * 1000);
+}
 
 /// Splits the words into this command's flags and the descriptor flags.
 std::vector<std::string_view> split_flags(std::span<const std::string_view> args, CompileFlags* f,
@@ -114,20 +119,21 @@ void print_help(std::ostream& out) {
       descriptor_flags += fmt::format("  --{} {}\n", spec.name, spec.metavar);
     }
   }
-  fmt::print(out,
-             "usage: convjit compile --target NAME [descriptor flags] [flags]\n"
-             "\n"
-             "Compiles one op for a named target without running it (no GPU needed for a CUDA\n"
-             "architecture) and prints the kernel's name, compile time, registers per thread,\n"
-             "spill bytes and shared memory (CUDA) or code size (CPU).\n"
-             "\n"
-             "flags:\n{}\n"
-             "descriptor flags (as for convjit run):\n{}"
-             "\n"
-             "example:\n"
-             "  convjit compile --target sm_90 --op Conv2DBackpropFilter --input-sizes 8,56,56,64 \\\n"
-             "      --filter-sizes 3,3,64,64 --padding SAME --dtype bfloat16 --source\n",
-             format_flag_help(kOwnFlags), descriptor_flags);
+  fmt::print(
+      out,
+      "usage: convjit compile --target NAME [descriptor flags] [flags]\n"
+      "\n"
+      "Compiles one op for a named target without running it (no GPU needed for a CUDA\n"
+      "architecture) and prints the kernel's name, compile time, registers per thread,\n"
+      "spill bytes and shared memory (CUDA) or code size (CPU).\n"
+      "\n"
+      "flags:\n{}\n"
+      "descriptor flags (as for convjit run):\n{}"
+      "\n"
+      "example:\n"
+      "  convjit compile --target sm_90 --op Conv2DBackpropFilter --input-sizes 8,56,56,64 \\\n"
+      "      --filter-sizes 3,3,64,64 --padding SAME --dtype bfloat16 --source\n",
+      format_flag_help(kOwnFlags), descriptor_flags);
 }
 
 #ifdef CONVJIT_HAVE_CUDA
@@ -164,9 +170,11 @@ int compile_cuda(const OpDescriptor& desc, const ConvProblem& problem, const Com
     j["cubin_bytes"] = report->binary.cubin.size();
     Json kernels = Json::array();
     for (const codegen::CudaKernelResources& k : report->binary.kernels) {
-      kernels.push_back({{"symbol", k.symbol}, {"registers", k.registers},
+      kernels.push_back({{"symbol", k.symbol},
+                         {"registers", k.registers},
                          {"spill_store_bytes", k.spill_store_bytes},
-                         {"spill_load_bytes", k.spill_load_bytes}, {"stack_bytes", k.stack_bytes},
+                         {"spill_load_bytes", k.spill_load_bytes},
+                         {"stack_bytes", k.stack_bytes},
                          {"shared_bytes", k.shared_bytes}});
     }
     j["kernels"] = kernels;
@@ -239,8 +247,10 @@ int compile_cpu(const OpDescriptor& desc, const ConvProblem& problem, const Comp
   }
   if (f.json) {
     fmt::print(out, "{}\n",
-               Json{{"descriptor", to_text(desc)}, {"target", target.name()},
-                    {"kernel", (*code)->name()}, {"compile_ms", ms},
+               Json{{"descriptor", to_text(desc)},
+                    {"target", target.name()},
+                    {"kernel", (*code)->name()},
+                    {"compile_ms", ms},
                     {"code_bytes", (*code)->code_bytes().size()},
                     {"scratch_bytes", (*code)->scratch_bytes()}}
                    .dump(2));
@@ -288,8 +298,10 @@ int compile_checked(std::span<const std::string_view> args, std::ostream& out, s
 #ifdef CONVJIT_HAVE_CUDA
   return compile_cuda(desc, *problem, f, out, err);
 #else
-  fmt::print(err, "convjit compile: target '{}': this build has no CUDA backend "
-                  "(-DCONVJIT_CUDA=OFF or no CUDA toolkit)\n", f.target);
+  fmt::print(err,
+             "convjit compile: target '{}': this build has no CUDA backend "
+             "(-DCONVJIT_CUDA=OFF or no CUDA toolkit)\n",
+             f.target);
   return kExitFailure;
 #endif
 }

@@ -1,5 +1,7 @@
 #include "tools/cuda_entry_view.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ostream.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,9 +9,6 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-
-#include <fmt/format.h>
-#include <fmt/ostream.h>
 
 namespace convjit::cli {
 namespace {
@@ -44,7 +43,8 @@ std::string sass_of(const std::vector<std::uint8_t>& cubin) {
   char path[] = "/tmp/convjit-cubin-XXXXXX";
   const int fd = ::mkstemp(path);
   if (fd < 0) return "(no SASS: cannot write a temporary file)\n";
-  const bool written = ::write(fd, cubin.data(), cubin.size()) == static_cast<ssize_t>(cubin.size());
+  const bool written =
+      ::write(fd, cubin.data(), cubin.size()) == static_cast<ssize_t>(cubin.size());
   ::close(fd);
   std::string sass;
   if (written) {
@@ -71,9 +71,9 @@ std::string device_for_entry(const std::string& backend, const std::string& targ
 
 void print_cuda_entry(const ArtifactMap& artifacts, bool source, bool sass, std::ostream& out) {
   const std::string resources = text(artifacts, "resources");
-  fmt::print(out, "\nCUDA resources (ptxas, per kernel):\n{}",
-             resources.empty() ? "  (none stored: the interpret mode does not call NVRTC)\n"
-                               : resources);
+  fmt::print(
+      out, "\nCUDA resources (ptxas, per kernel):\n{}",
+      resources.empty() ? "  (none stored: the interpret mode does not call NVRTC)\n" : resources);
   const auto cubin = artifacts.find("cubin");
   fmt::print(out, "cubin       {} bytes, PTX {} bytes\n",
              cubin == artifacts.end() ? 0 : cubin->second.size(), text(artifacts, "ptx").size());
@@ -86,9 +86,10 @@ void print_cuda_entry(const ArtifactMap& artifacts, bool source, bool sass, std:
 
 std::vector<std::pair<std::string, std::string>> cuda_entry_fields(const ArtifactMap& artifacts) {
   const auto cubin = artifacts.find("cubin");
-  return {{"cuda_source", text(artifacts, "cu")},
-          {"cuda_resources", text(artifacts, "resources")},
-          {"sass", sass_of(cubin == artifacts.end() ? std::vector<std::uint8_t>{} : cubin->second)}};
+  return {
+      {"cuda_source", text(artifacts, "cu")},
+      {"cuda_resources", text(artifacts, "resources")},
+      {"sass", sass_of(cubin == artifacts.end() ? std::vector<std::uint8_t>{} : cubin->second)}};
 }
 
 }  // namespace convjit::cli

@@ -1,11 +1,11 @@
 // An indenting line writer for generated CUDA C++.
 #pragma once
 
+#include <fmt/format.h>
+
 #include <string>
 #include <string_view>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace convjit::codegen {
 

@@ -2,10 +2,10 @@
 // the interpret mode builds the same body for the host), load and run through the executor.
 #include "codegen/cuda/cuda_backend.hpp"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <utility>
-
-#include <fmt/format.h>
 
 namespace convjit::codegen {
 namespace {
@@ -71,7 +71,7 @@ class CudaBackend final : public Backend {
   std::string target_name() const override { return target_; }
 
   Expected<std::unique_ptr<const Plan>> plan(const ConvProblem& problem,
-                                            const PlanOptions& options) const override {
+                                             const PlanOptions& options) const override {
     Expected<std::unique_ptr<CudaPlan>> plan =
         make_cuda_plan(problem, executor_->device_info(), options);
     if (!plan) return plan.status();
@@ -80,13 +80,12 @@ class CudaBackend final : public Backend {
 
   // The CUDA generators work from the plan's ConvProblem (the implicit-GEMM view and the
   // residue classes are theirs); the loop nest passes through unchanged.
-  ir::LoopNest schedule(ir::LoopNest nest, const Plan&,
-                        const ir::PassObserver&) const override {
+  ir::LoopNest schedule(ir::LoopNest nest, const Plan&, const ir::PassObserver&) const override {
     return nest;
   }
 
   Expected<std::unique_ptr<CompiledCode>> emit(const ir::LoopNest&,
-                                              const Plan& plan) const override {
+                                               const Plan& plan) const override {
     const auto& cuda_plan = static_cast<const CudaPlan&>(plan);
     Expected<CudaProgram> program = generate_cuda_program(cuda_plan);
     if (!program) return program.status();
@@ -100,13 +99,12 @@ class CudaBackend final : public Backend {
       binary = std::move(compiled).value();
     }
     Artifacts executor_artifacts;
-    Expected<std::shared_ptr<const CudaModule>> module =
-        executor_->load(*program, executor_->needs_cubin() ? &binary : nullptr,
-                        &executor_artifacts);
+    Expected<std::shared_ptr<const CudaModule>> module = executor_->load(
+        *program, executor_->needs_cubin() ? &binary : nullptr, &executor_artifacts);
     if (!module) return module.status();
-    return std::unique_ptr<CompiledCode>(std::make_unique<CudaCode>(
-        std::move(program).value(), std::move(binary),
-        std::move(module).value(), std::move(executor_artifacts)));
+    return std::unique_ptr<CompiledCode>(
+        std::make_unique<CudaCode>(std::move(program).value(), std::move(binary),
+                                   std::move(module).value(), std::move(executor_artifacts)));
   }
 
   Expected<std::unique_ptr<CompiledCode>> load(const Artifacts& artifacts) const override {

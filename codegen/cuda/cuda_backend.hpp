@@ -19,8 +19,8 @@ namespace convjit::codegen {
 inline constexpr std::string_view kCudaBackendName = "cuda";
 
 /// Artifact names of stored CUDA code.
-inline constexpr const char* kCudaSourceArtifact = "cu";          // the generated body
-inline constexpr const char* kCudaLaunchArtifact = "launches";    // launches_to_text()
+inline constexpr const char* kCudaSourceArtifact = "cu";        // the generated body
+inline constexpr const char* kCudaLaunchArtifact = "launches";  // launches_to_text()
 inline constexpr const char* kCudaCubinArtifact = "cubin";
 inline constexpr const char* kCudaPtxArtifact = "ptx";
 inline constexpr const char* kCudaResourcesArtifact = "resources";  // resources_to_text()

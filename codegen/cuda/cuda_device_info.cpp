@@ -1,8 +1,8 @@
 #include "codegen/cuda/cuda_device_info.hpp"
 
-#include <cctype>
-
 #include <fmt/format.h>
+
+#include <cctype>
 
 namespace convjit::codegen {
 namespace {

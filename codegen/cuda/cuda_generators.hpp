@@ -30,11 +30,11 @@ void emit_tensor_pointers(CodeWriter& out, const CudaPlan& plan, std::string_vie
 /// three element-offset functions that gather A and B and scatter C (returning -1 where a
 /// zero is read: padding, taps outside the output).
 struct GemmSpec {
-  std::string symbol;  // the kernel's name
-  std::string tag;     // prefix of its offset functions
-  std::string comment; // what this GEMM is
+  std::string symbol;   // the kernel's name
+  std::string tag;      // prefix of its offset functions
+  std::string comment;  // what this GEMM is
   std::int64_t m = 0, n = 0, k = 0;
-  char a = 'x', b = 'w', c = 'y';  // tensor of each operand (x, w or y)
+  char a = 'x', b = 'w', c = 'y';                         // tensor of each operand (x, w or y)
   std::vector<std::string> a_offset, b_offset, c_offset;  // function bodies, one line each
   /// k per split slice, and whether C goes to the workspace slices (split_k > 1).
   std::int64_t k_per_split = 0;

@@ -3,11 +3,11 @@
 // tests execute every code path on small shapes).
 #include "codegen/cuda/cuda_plan.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <charconv>
 #include <map>
-
-#include <fmt/format.h>
 
 #include "codegen/cuda/cuda_gemm_shape.hpp"
 
@@ -30,7 +30,7 @@ struct Forced {
   const std::string& get(const std::string& key) const { return values.at(key); }
 };
 
-constexpr std::string_view kForcedKeys[] = {"algo",   "tile",   "micro",  "warps", "splitk",
+constexpr std::string_view kForcedKeys[] = {"algo",   "tile",    "micro",  "warps",  "splitk",
                                             "stages", "threads", "cblock", "pblock", "mblock"};
 
 Expected<Forced> parse_forced(std::string_view text) {
@@ -46,8 +46,8 @@ Expected<Forced> parse_forced(std::string_view text) {
     }
     const std::string key(item.substr(0, eq));
     if (std::find(std::begin(kForcedKeys), std::end(kForcedKeys), key) == std::end(kForcedKeys)) {
-      return invalid_argument(fmt::format("forced CUDA plan: unknown key '{}'; known keys: {}",
-                                          key, fmt::join(kForcedKeys, ", ")));
+      return invalid_argument(fmt::format("forced CUDA plan: unknown key '{}'; known keys: {}", key,
+                                          fmt::join(kForcedKeys, ", ")));
     }
     forced.values[key] = std::string(item.substr(eq + 1));
   }
@@ -76,8 +76,8 @@ Expected<std::vector<int>> parse_dims(const std::string& key, std::string_view t
     text = text.substr(x + 1);
   }
   if (static_cast<int>(dims.size()) != count) {
-    return invalid_argument(fmt::format("forced CUDA plan: {} needs {} numbers separated by 'x'",
-                                        key, count));
+    return invalid_argument(
+        fmt::format("forced CUDA plan: {} needs {} numbers separated by 'x'", key, count));
   }
   return dims;
 }
@@ -90,20 +90,27 @@ bool tensor_cores_for(const ConvProblem& p, const CudaDeviceInfo& d, MathMode ma
   if (!d.has_sm80_mma()) return false;
   switch (p.dtype) {
     case DType::kHalf:
-    case DType::kBFloat16: return true;
-    case DType::kFloat32: return math == MathMode::kTF32;
+    case DType::kBFloat16:
+      return true;
+    case DType::kFloat32:
+      return math == MathMode::kTF32;
     // DMMA is fast on the data-center parts only (sm_80, sm_90, sm_100).
-    case DType::kFloat64: return d.arch == 80 || d.arch == 90 || d.arch == 100;
+    case DType::kFloat64:
+      return d.arch == 80 || d.arch == 90 || d.arch == 100;
   }
   return false;
 }
 
 CudaMath mma_math(DType dtype) {
   switch (dtype) {
-    case DType::kHalf: return CudaMath::kMmaF16;
-    case DType::kBFloat16: return CudaMath::kMmaBf16;
-    case DType::kFloat32: return CudaMath::kMmaTf32;
-    case DType::kFloat64: return CudaMath::kMmaF64;
+    case DType::kHalf:
+      return CudaMath::kMmaF16;
+    case DType::kBFloat16:
+      return CudaMath::kMmaBf16;
+    case DType::kFloat32:
+      return CudaMath::kMmaTf32;
+    case DType::kFloat64:
+      return CudaMath::kMmaF64;
   }
   return CudaMath::kFfma;
 }
@@ -133,9 +140,15 @@ void choose_mma_tile(const GemmShape& g, CudaPlan* plan) {
   if (f64 && plan->tile_n == 64) plan->tile_m = 32;
   switch (plan->math) {
     case CudaMath::kMmaF16:
-    case CudaMath::kMmaBf16: plan->tile_k = 32; break;
-    case CudaMath::kMmaTf32: plan->tile_k = 16; break;
-    default: plan->tile_k = 8; break;
+    case CudaMath::kMmaBf16:
+      plan->tile_k = 32;
+      break;
+    case CudaMath::kMmaTf32:
+      plan->tile_k = 16;
+      break;
+    default:
+      plan->tile_k = 8;
+      break;
   }
   plan->stages = (plan->math == CudaMath::kMmaTf32 || f64) ? 2 : 1;
 }
@@ -196,28 +209,36 @@ Status check_gemm_tile(const CudaPlan& p) {
   }
   CONVJIT_RETURN_IF_ERROR(check_threads(p.threads, p.device));
   if (p.shared_bytes() > p.device.shared_bytes_per_block) {
-    return invalid_argument(fmt::format("CUDA plan: the tiles need {} bytes of shared memory, "
-                                        "over the {} a block may declare",
-                                        p.shared_bytes(), p.device.shared_bytes_per_block));
+    return invalid_argument(
+        fmt::format("CUDA plan: the tiles need {} bytes of shared memory, "
+                    "over the {} a block may declare",
+                    p.shared_bytes(), p.device.shared_bytes_per_block));
   }
   return Status::ok();
 }
 
 std::string dtype_tag(const CudaPlan& p) {
   switch (p.problem.dtype) {
-    case DType::kHalf: return "f16";
-    case DType::kBFloat16: return "bf16";
-    case DType::kFloat32: return p.math == CudaMath::kMmaTf32 ? "f32_tf32" : "f32";
-    case DType::kFloat64: return "f64";
+    case DType::kHalf:
+      return "f16";
+    case DType::kBFloat16:
+      return "bf16";
+    case DType::kFloat32:
+      return p.math == CudaMath::kMmaTf32 ? "f32_tf32" : "f32";
+    case DType::kFloat64:
+      return "f64";
   }
   return "f32";
 }
 
 std::string_view direction_tag(ConvDirection d) {
   switch (d) {
-    case ConvDirection::kForward: return "fwd";
-    case ConvDirection::kBackpropData: return "bwd_data";
-    case ConvDirection::kBackpropFilter: return "bwd_filter";
+    case ConvDirection::kForward:
+      return "fwd";
+    case ConvDirection::kBackpropData:
+      return "bwd_data";
+    case ConvDirection::kBackpropFilter:
+      return "bwd_filter";
   }
   return "fwd";
 }
@@ -226,11 +247,16 @@ std::string_view direction_tag(ConvDirection d) {
 
 std::string_view algorithm_name(CudaAlgorithm algorithm) {
   switch (algorithm) {
-    case CudaAlgorithm::kZeroFill: return "zero";
-    case CudaAlgorithm::kDirect: return "direct";
-    case CudaAlgorithm::kImplicitGemm: return "igemm";
-    case CudaAlgorithm::kTensorCore: return "mma";
-    case CudaAlgorithm::kDepthwise: return "dw";
+    case CudaAlgorithm::kZeroFill:
+      return "zero";
+    case CudaAlgorithm::kDirect:
+      return "direct";
+    case CudaAlgorithm::kImplicitGemm:
+      return "igemm";
+    case CudaAlgorithm::kTensorCore:
+      return "mma";
+    case CudaAlgorithm::kDepthwise:
+      return "dw";
   }
   return "direct";
 }
@@ -239,8 +265,10 @@ int CudaPlan::shared_bytes() const {
   const int acc = accumulator_bytes();
   switch (algorithm) {
     case CudaAlgorithm::kZeroFill:
-    case CudaAlgorithm::kDirect: return 0;
-    case CudaAlgorithm::kImplicitGemm: return tile_k * (tile_m + tile_n) * acc;
+    case CudaAlgorithm::kDirect:
+      return 0;
+    case CudaAlgorithm::kImplicitGemm:
+      return tile_k * (tile_m + tile_n) * acc;
     case CudaAlgorithm::kTensorCore: {
       const int elem = dtype_size(problem.dtype);
       const int pad = math == CudaMath::kMmaF64 ? 1 : math == CudaMath::kMmaTf32 ? 4 : 8;
@@ -268,7 +296,8 @@ std::string CudaPlan::describe() const {
                                  algorithm_name(algorithm), dtype_tag(*this));
   switch (algorithm) {
     case CudaAlgorithm::kZeroFill:
-    case CudaAlgorithm::kDirect: break;
+    case CudaAlgorithm::kDirect:
+      break;
     case CudaAlgorithm::kImplicitGemm:
       text += fmt::format(" tile={}x{}x{} micro={}x{}", tile_m, tile_n, tile_k, micro_m, micro_n);
       break;
@@ -288,20 +317,24 @@ std::string CudaPlan::describe() const {
 }
 
 std::string cuda_kernel_name(const CudaPlan& p) {
-  std::string name = fmt::format("cuda_sm{}{}_{}_{}{}_{}_", p.device.arch,
-                                 p.device.arch_specific ? "a" : "", dtype_tag(p),
-                                 direction_tag(p.problem.direction), p.problem.depthwise ? "_dw" : "",
-                                 p.problem.format == DataFormat::kNCHW ? "nchw" : "nhwc");
+  std::string name = fmt::format(
+      "cuda_sm{}{}_{}_{}{}_{}_", p.device.arch, p.device.arch_specific ? "a" : "", dtype_tag(p),
+      direction_tag(p.problem.direction), p.problem.depthwise ? "_dw" : "",
+      p.problem.format == DataFormat::kNCHW ? "nchw" : "nhwc");
   switch (p.algorithm) {
-    case CudaAlgorithm::kZeroFill: name += "zero_fill"; break;
-    case CudaAlgorithm::kDirect: name += fmt::format("direct_t{}", p.threads); break;
+    case CudaAlgorithm::kZeroFill:
+      name += "zero_fill";
+      break;
+    case CudaAlgorithm::kDirect:
+      name += fmt::format("direct_t{}", p.threads);
+      break;
     case CudaAlgorithm::kImplicitGemm:
-      name += fmt::format("igemm_m{}n{}k{}_t{}x{}", p.tile_m, p.tile_n, p.tile_k, p.micro_m,
-                          p.micro_n);
+      name +=
+          fmt::format("igemm_m{}n{}k{}_t{}x{}", p.tile_m, p.tile_n, p.tile_k, p.micro_m, p.micro_n);
       break;
     case CudaAlgorithm::kTensorCore:
-      name += fmt::format("mma_m{}n{}k{}_w{}x{}", p.tile_m, p.tile_n, p.tile_k, p.warps_m,
-                          p.warps_n);
+      name +=
+          fmt::format("mma_m{}n{}k{}_w{}x{}", p.tile_m, p.tile_n, p.tile_k, p.warps_m, p.warps_n);
       if (p.stages > 1) name += fmt::format("_s{}", p.stages);
       break;
     case CudaAlgorithm::kDepthwise:
@@ -321,12 +354,14 @@ std::string cuda_kernel_name(const CudaPlan& p) {
   return name;
 }
 
-Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
-                                                   const CudaDeviceInfo& device,
-                                                   const PlanOptions& options) {
-  Expected<Forced> forced_or = parse_forced(options.forced);
-  if (!forced_or) return forced_or.status();
-  const Forced& forced = *forced_or;
+namespace {
+
+constexpr std::int64_t kMaxGridYZ = 65535;
+
+/// The plan with `forced`'s choices (none: the model's).
+Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
+                                              const CudaDeviceInfo& device,
+                                              const PlanOptions& options, const Forced& forced) {
   auto plan = std::make_unique<CudaPlan>();
   CudaPlan& p = *plan;
   p.problem = problem;
@@ -338,8 +373,10 @@ Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
   if (problem.is_empty()) {
     p.algorithm = CudaAlgorithm::kZeroFill;
     if (forced.has("algo") && forced.get("algo") != "zero") {
-      return invalid_argument("CUDA plan: a problem with an empty operand is a zero fill; "
-                              "algo=" + forced.get("algo") + " cannot apply");
+      return invalid_argument(
+          "CUDA plan: a problem with an empty operand is a zero fill; "
+          "algo=" +
+          forced.get("algo") + " cannot apply");
     }
   } else if (forced.has("algo")) {
     const std::string& a = forced.get("algo");
@@ -359,8 +396,9 @@ Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
       }
     } else if (a == "dw") {
       if (problem.direction == ConvDirection::kForward || problem.filter_in != 1) {
-        return invalid_argument("CUDA plan: algo=dw computes depthwise gradients (one input "
-                                "channel per group) only");
+        return invalid_argument(
+            "CUDA plan: algo=dw computes depthwise gradients (one input "
+            "channel per group) only");
       }
       p.algorithm = CudaAlgorithm::kDepthwise;
     } else {
@@ -425,15 +463,16 @@ Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
       }
       if (mma) CONVJIT_RETURN_IF_ERROR(forced_int("stages", &p.stages));
       if (mma && p.stages > 1 && p.math != CudaMath::kMmaTf32 && p.math != CudaMath::kMmaF64) {
-        return invalid_argument("CUDA plan: stages > 1 (a cp.async pipeline) is for the tf32 "
-                                "and f64 tensor-core kernels");
+        return invalid_argument(
+            "CUDA plan: stages > 1 (a cp.async pipeline) is for the tf32 "
+            "and f64 tensor-core kernels");
       }
       p.threads = mma ? 32 * p.warps_m * p.warps_n
                       : (p.tile_m / std::max(1, p.micro_m)) * (p.tile_n / std::max(1, p.micro_n));
       CONVJIT_RETURN_IF_ERROR(check_gemm_tile(p));
       if (problem.direction == ConvDirection::kBackpropFilter) {
-        const std::int64_t blocks = ceil_div(shape.m, p.tile_m) * ceil_div(shape.n, p.tile_n) *
-                                    problem.groups;
+        const std::int64_t blocks =
+            ceil_div(shape.m, p.tile_m) * ceil_div(shape.n, p.tile_n) * problem.groups;
         p.split_k = choose_split(blocks, shape.k, device.sm_count);
         CONVJIT_RETURN_IF_ERROR(forced_int("splitk", &p.split_k));
         p.split_k = realised_split(shape.k, p.split_k);
@@ -446,8 +485,8 @@ Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
       p.channel_block = pow2_at_least(c, 1, 32);
       CONVJIT_RETURN_IF_ERROR(forced_int("cblock", &p.channel_block));
       if (problem.direction == ConvDirection::kBackpropData) {
-        const int per_channel = static_cast<int>(problem.kh * problem.kw * m) *
-                                p.accumulator_bytes();
+        const int per_channel =
+            static_cast<int>(problem.kh * problem.kw * m) * p.accumulator_bytes();
         while (p.channel_block > 1 && per_channel * p.channel_block > device.shared_bytes_per_block)
           p.channel_block /= 2;
         p.pixel_block = std::max(1, 256 / p.channel_block);
@@ -471,9 +510,10 @@ Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
       p.threads = p.channel_block * p.pixel_block;
       CONVJIT_RETURN_IF_ERROR(check_threads(p.threads, device));
       if (p.shared_bytes() > device.shared_bytes_per_block) {
-        return invalid_argument(fmt::format("CUDA plan: the depthwise tiles need {} bytes of "
-                                            "shared memory, over the {} a block may declare",
-                                            p.shared_bytes(), device.shared_bytes_per_block));
+        return invalid_argument(
+            fmt::format("CUDA plan: the depthwise tiles need {} bytes of "
+                        "shared memory, over the {} a block may declare",
+                        p.shared_bytes(), device.shared_bytes_per_block));
       }
       break;
     }
@@ -481,8 +521,8 @@ Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
   for (const auto& [key, value] : forced.values) {
     const bool used =
         key == "algo" ||
-        (key == "threads" && (p.algorithm == CudaAlgorithm::kDirect ||
-                              p.algorithm == CudaAlgorithm::kZeroFill)) ||
+        (key == "threads" &&
+         (p.algorithm == CudaAlgorithm::kDirect || p.algorithm == CudaAlgorithm::kZeroFill)) ||
         ((key == "tile") && (p.algorithm == CudaAlgorithm::kImplicitGemm ||
                              p.algorithm == CudaAlgorithm::kTensorCore)) ||
         (key == "micro" && p.algorithm == CudaAlgorithm::kImplicitGemm) ||
@@ -494,13 +534,46 @@ Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
         (key == "mblock" && p.algorithm == CudaAlgorithm::kDepthwise &&
          problem.direction == ConvDirection::kBackpropFilter);
     if (!used) {
-      return invalid_argument(fmt::format("forced CUDA plan: {}={} does not apply to algo={} "
-                                          "for this op",
-                                          key, value, algorithm_name(p.algorithm)));
+      return invalid_argument(
+          fmt::format("forced CUDA plan: {}={} does not apply to algo={} "
+                      "for this op",
+                      key, value, algorithm_name(p.algorithm)));
     }
+  }
+  // Grid limits: the GEMMs put N tiles x groups in y and split-K slices in z; the depthwise
+  // wgrad channel chunks x multiplier chunks in y.
+  std::int64_t grid_y = 1;
+  if (p.algorithm == CudaAlgorithm::kImplicitGemm || p.algorithm == CudaAlgorithm::kTensorCore) {
+    grid_y = ceil_div(shape.n, p.tile_n) * problem.groups;
+  } else if (p.algorithm == CudaAlgorithm::kDepthwise) {
+    grid_y = ceil_div(problem.groups, p.channel_block) *
+             (problem.direction == ConvDirection::kBackpropFilter
+                  ? ceil_div(problem.oc_per_group(), p.multiplier_block)
+                  : 1);
+  }
+  if (grid_y > kMaxGridYZ || p.split_k > kMaxGridYZ) {
+    return invalid_argument(fmt::format("CUDA plan: {} blocks along grid y (at most {}); use "
+                                        "algo=direct",
+                                        grid_y, kMaxGridYZ));
   }
   p.kernel_name = cuda_kernel_name(p);
   return plan;
+}
+
+}  // namespace
+
+Expected<std::unique_ptr<CudaPlan>> make_cuda_plan(const ConvProblem& problem,
+                                                   const CudaDeviceInfo& device,
+                                                   const PlanOptions& options) {
+  Expected<Forced> forced = parse_forced(options.forced);
+  if (!forced) return forced.status();
+  Expected<std::unique_ptr<CudaPlan>> plan = make_plan(problem, device, options, *forced);
+  if (plan || !forced->values.empty()) return plan;
+  // The model's choice does not fit this problem (a depthwise filter tile over the shared
+  // memory, more groups than a grid dimension holds): the direct kernel takes every problem.
+  Forced direct;
+  direct.values["algo"] = "direct";
+  return make_plan(problem, device, options, direct);
 }
 
 }  // namespace convjit::codegen

@@ -3,7 +3,8 @@
 namespace convjit::codegen {
 
 std::string_view nvrtc_prelude() {
-  static constexpr std::string_view kPrelude = R"cuda(// ---- convjit portable layer, NVRTC definitions (version 1) ----
+  static constexpr std::string_view kPrelude =
+      R"cuda(// ---- convjit portable layer, NVRTC definitions (version 1) ----
 #define CJ_DEVICE __device__ __forceinline__
 #define CJ_KERNEL extern "C" __global__
 #define CJ_LAUNCH_BOUNDS(threads, min_blocks) __launch_bounds__(threads, min_blocks)

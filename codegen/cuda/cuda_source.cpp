@@ -1,10 +1,10 @@
 // generate_cuda_program: the plan's kernels in one translation unit, and their launches.
 #include "codegen/cuda/cuda_source.hpp"
 
+#include <fmt/format.h>
+
 #include <charconv>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "codegen/cuda/cuda_generators.hpp"
 #include "codegen/cuda/cuda_prelude.hpp"
@@ -19,10 +19,10 @@ constexpr std::uint32_t kMaxGridYZ = 65535;
 
 Status check_launch(const CudaLaunch& launch) {
   if (launch.grid[1] > kMaxGridYZ || launch.grid[2] > kMaxGridYZ || launch.grid[0] == 0) {
-    return unimplemented(fmt::format("CUDA launch {} needs a grid of {}x{}x{} blocks, beyond the "
-                                     "device's limits (y and z at most 65535)",
-                                     launch.symbol, launch.grid[0], launch.grid[1],
-                                     launch.grid[2]));
+    return unimplemented(
+        fmt::format("CUDA launch {} needs a grid of {}x{}x{} blocks, beyond the "
+                    "device's limits (y and z at most 65535)",
+                    launch.symbol, launch.grid[0], launch.grid[1], launch.grid[2]));
   }
   return Status::ok();
 }

@@ -9,10 +9,14 @@ namespace convjit::codegen::cuda_gen {
 
 std::string elem_type(DType dtype) {
   switch (dtype) {
-    case DType::kHalf: return "cj_half";
-    case DType::kBFloat16: return "cj_bf16";
-    case DType::kFloat32: return "float";
-    case DType::kFloat64: return "double";
+    case DType::kHalf:
+      return "cj_half";
+    case DType::kBFloat16:
+      return "cj_bf16";
+    case DType::kFloat32:
+      return "float";
+    case DType::kFloat64:
+      return "double";
   }
   return "float";
 }
@@ -117,12 +121,13 @@ void emit_zero_fill_kernel(CodeWriter& out, const CudaPlan& plan, CudaLaunch* la
   launch->block = {static_cast<std::uint32_t>(plan.threads), 1, 1};
   launch->grid = {grid_stride_blocks(count, plan.threads), 1, 1};
   out.line("// An operand is empty: the {} output is all zeros.", role_name(role));
-  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", plan.threads,
-           launch->symbol);
+  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", plan.threads, launch->symbol);
   out.line("elem_t* __restrict__ {} = static_cast<elem_t*>(args.{});", r, r);
   out.line("const elem_t zero = from_acc(acc_t(0));");
-  out.open("for (cj_index e = cj_index(blockIdx.x) * {} + threadIdx.x; e < {}; e += cj_index(gridDim.x) * {})",
-           plan.threads, count, plan.threads);
+  out.open(
+      "for (cj_index e = cj_index(blockIdx.x) * {} + threadIdx.x; e < {}; e += cj_index(gridDim.x) "
+      "* {})",
+      plan.threads, count, plan.threads);
   out.line("CJ_STG({}, e, zero);", r);
   out.close();
   out.close();
@@ -138,12 +143,15 @@ void emit_split_reduce_kernel(CodeWriter& out, const CudaPlan& plan, CudaLaunch*
   out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", kThreads, launch->symbol);
   out.line("const acc_t* __restrict__ workspace = static_cast<const acc_t*>(args.workspace);");
   out.line("elem_t* __restrict__ w = static_cast<elem_t*>(args.w);");
-  out.open("for (cj_index e = cj_index(blockIdx.x) * {} + threadIdx.x; e < kWElements; e += cj_index(gridDim.x) * {})",
-           kThreads, kThreads);
+  out.open(
+      "for (cj_index e = cj_index(blockIdx.x) * {} + threadIdx.x; e < kWElements; e += "
+      "cj_index(gridDim.x) * {})",
+      kThreads, kThreads);
   out.line("acc_t sum = CJ_LDG(workspace, e);");
   out.line("CJ_UNROLL");
-  out.line("for (int slice = 1; slice < {}; ++slice) sum += CJ_LDG(workspace, slice * kWElements + e);",
-           plan.split_k);
+  out.line(
+      "for (int slice = 1; slice < {}; ++slice) sum += CJ_LDG(workspace, slice * kWElements + e);",
+      plan.split_k);
   out.line("CJ_STG(w, e, from_acc(sum));");
   out.close();
   out.close();

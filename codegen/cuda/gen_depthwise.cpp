@@ -24,11 +24,11 @@ void emit_dgrad(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launch) {
   launch->grid = {static_cast<std::uint32_t>(ceil_div(pixels, pb)),
                   static_cast<std::uint32_t>(ceil_div(p.groups, cb)), 1};
   launch->shared_bytes = plan.shared_bytes();
-  out.line("// Depthwise input gradient: {} channels x {} pixels per block, the filter taps of "
-           "the block's channels in shared memory.",
-           cb, pb);
-  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", plan.threads,
-           launch->symbol);
+  out.line(
+      "// Depthwise input gradient: {} channels x {} pixels per block, the filter taps of "
+      "the block's channels in shared memory.",
+      cb, pb);
+  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", plan.threads, launch->symbol);
   emit_tensor_pointers(out, plan, "xwy");
   out.line("constexpr cj_index kChannels = {}, kMultiplier = {}, kPixels = {};", p.groups, mult,
            pixels);
@@ -39,15 +39,18 @@ void emit_dgrad(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launch) {
   out.open("for (int e = tid; e < {}; e += {})", taps * cb * mult, plan.threads);
   out.line("const int m = e % {}, cl = (e / {}) % {}, tap = e / {};", mult, mult, cb, cb * mult);
   out.line("const cj_index c = c0 + cl;");
-  out.line("CJ_STS(filter_tile, e, c < kChannels ? to_acc(CJ_LDG(w, tap * kOutC + c * {} + m)) : acc_t(0));",
-           mult);
+  out.line(
+      "CJ_STS(filter_tile, e, c < kChannels ? to_acc(CJ_LDG(w, tap * kOutC + c * {} + m)) : "
+      "acc_t(0));",
+      mult);
   out.close();
   out.line("__syncthreads();");
   out.line("const int cl = tid % {};", cb);
   out.line("const cj_index c = c0 + cl;");
   out.line("const cj_index pixel = cj_index(blockIdx.x) * {} + tid / {};", pb, cb);
   out.line("if (c >= kChannels || pixel >= kPixels) return;");
-  out.line("const cj_index col = pixel % kInW, row = (pixel / kInW) % kInH, n = pixel / (kInW * kInH);");
+  out.line(
+      "const cj_index col = pixel % kInW, row = (pixel / kInW) % kInH, n = pixel / (kInW * kInH);");
   out.line("acc_t acc = 0;");
   out.open("for (cj_index kh = 0; kh < kKH; ++kh)");
   out.line("const cj_index th = row + kPadTop - kh * kDilationH;");
@@ -59,8 +62,9 @@ void emit_dgrad(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launch) {
   out.line("const int tap_base = ((kh * kKW + kw) * {} + cl) * {};", cb, mult);
   out.line("CJ_UNROLL");
   out.open("for (int m = 0; m < {}; ++m)", mult);
-  out.line("acc = cj_fma(to_acc(CJ_LDG(y, dy_base + m * {})), CJ_LDS(filter_tile, tap_base + m), acc);",
-           p.strides(TensorRole::kY)[3]);
+  out.line(
+      "acc = cj_fma(to_acc(CJ_LDG(y, dy_base + m * {})), CJ_LDS(filter_tile, tap_base + m), acc);",
+      p.strides(TensorRole::kY)[3]);
   out.close();
   out.close();
   out.close();
@@ -81,11 +85,11 @@ void emit_wgrad(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launch) {
                   static_cast<std::uint32_t>(ceil_div(p.groups, cb) * m_chunks),
                   static_cast<std::uint32_t>(plan.split_k)};
   launch->shared_bytes = plan.shared_bytes();
-  out.line("// Depthwise filter gradient: one tap x {} channels x {} multipliers per block; {} "
-           "rows of threads split the {} output positions{}.",
-           cb, mb, rows, positions, plan.split_k > 1 ? " of one split-K slice" : "");
-  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", plan.threads,
-           launch->symbol);
+  out.line(
+      "// Depthwise filter gradient: one tap x {} channels x {} multipliers per block; {} "
+      "rows of threads split the {} output positions{}.",
+      cb, mb, rows, positions, plan.split_k > 1 ? " of one split-K slice" : "");
+  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", plan.threads, launch->symbol);
   emit_tensor_pointers(out, plan, "xy");
   if (plan.split_k > 1) {
     out.line("acc_t* __restrict__ partial_out = static_cast<acc_t*>(args.workspace);");
@@ -131,8 +135,8 @@ void emit_wgrad(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launch) {
   if (mult % mb != 0) out.line("if (m0 + j >= kMultiplier) break;");
   out.line("acc_t sum = 0;");
   out.line("CJ_NO_UNROLL");
-  out.line("for (int r = 0; r < {}; ++r) sum += CJ_LDS(partial, (r * {} + cl) * {} + j);", rows,
-           cb, mb);
+  out.line("for (int r = 0; r < {}; ++r) sum += CJ_LDS(partial, (r * {} + cl) * {} + j);", rows, cb,
+           mb);
   out.line("const cj_index offset = w_offset(kh, kw, 0, c * kMultiplier + m0 + j);");
   if (plan.split_k > 1) {
     out.line("CJ_STG(partial_out, cj_index(blockIdx.z) * kWElements + offset, sum);");

@@ -37,11 +37,12 @@ void emit_direct_kernel(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launc
 
   out.line("// One thread per {} element (grid-stride loop), the reduction in registers.",
            role_name(role));
-  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", plan.threads,
-           launch->symbol);
+  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", plan.threads, launch->symbol);
   emit_tensor_pointers(out, plan, "xwy");
-  out.open("for (cj_index e = cj_index(blockIdx.x) * {} + threadIdx.x; e < {}; e += cj_index(gridDim.x) * {})",
-           plan.threads, count, plan.threads);
+  out.open(
+      "for (cj_index e = cj_index(blockIdx.x) * {} + threadIdx.x; e < {}; e += cj_index(gridDim.x) "
+      "* {})",
+      plan.threads, count, plan.threads);
   out.line("acc_t acc = 0;");
   switch (p.direction) {
     case ConvDirection::kForward:
@@ -64,7 +65,8 @@ void emit_direct_kernel(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launc
     case ConvDirection::kBackpropData:
       emit_activation_coords(out, p.format, "kInH", "kInW", "kInC");
       out.line("const cj_index group = c / kFilterIn, i = c % kFilterIn;");
-      out.line("// The taps whose output position is whole: (row + pad - kh * dilation) % stride == 0.");
+      out.line(
+          "// The taps whose output position is whole: (row + pad - kh * dilation) % stride == 0.");
       out.open("for (cj_index kh = 0; kh < kKH; ++kh)");
       out.line("const cj_index th = row + kPadTop - kh * kDilationH;");
       out.line("if (th < 0 || th % kStrideH != 0 || th / kStrideH >= kOutH) continue;");

@@ -101,8 +101,9 @@ void emit_ffma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec
   out.line("const cj_index col = tile_n + thread_n + j;");
   out.line("if (col >= kN) break;");
   if (s.split_k > 1) {
-    out.line("CJ_STG(c_dst, cj_index(blockIdx.z) * kWElements + {}_c_offset(group, m, col), acc[i][j]);",
-             s.tag);
+    out.line(
+        "CJ_STG(c_dst, cj_index(blockIdx.z) * kWElements + {}_c_offset(group, m, col), acc[i][j]);",
+        s.tag);
   } else {
     out.line("CJ_STG(c_dst, {}_c_offset(group, m, col), from_acc(acc[i][j]));", s.tag);
   }

@@ -22,9 +22,12 @@ struct MmaShape {
 MmaShape mma_shape(CudaMath math) {
   switch (math) {
     case CudaMath::kMmaF16:
-    case CudaMath::kMmaBf16: return {16, 16, 8, 4, "unsigned short"};
-    case CudaMath::kMmaTf32: return {16, 8, 4, 4, "float"};
-    default: return {8, 4, 1, 2, "double"};
+    case CudaMath::kMmaBf16:
+      return {16, 16, 8, 4, "unsigned short"};
+    case CudaMath::kMmaTf32:
+      return {16, 8, 4, 4, "float"};
+    default:
+      return {8, 4, 1, 2, "double"};
   }
 }
 
@@ -34,16 +37,18 @@ void emit_sixteen_bit_loads(CodeWriter& out, const GemmSpec& s, int tm, int tn, 
   out.line("const int kk = e % {}, mm = e / {};", tk, tk);
   out.line("const cj_index m = tile_m + mm, k = k0 + kk;");
   out.line("const cj_index offset = m < kM && k < k_end ? {}_a_offset(group, m, k) : -1;", s.tag);
-  out.line("CJ_STS(a_tile, mm * {} + kk, offset >= 0 ? CJ_LDG(a_src, offset).bits : (unsigned short)0);",
-           row);
+  out.line(
+      "CJ_STS(a_tile, mm * {} + kk, offset >= 0 ? CJ_LDG(a_src, offset).bits : (unsigned short)0);",
+      row);
   out.close();
   out.open("for (int e = tid; e < {}; e += {})", tn * tk, threads);
   out.line("const int kk = e % {}, nn = e / {};", tk, tk);
   out.line("const cj_index col = tile_n + nn, k = k0 + kk;");
   out.line("const cj_index offset = col < kN && k < k_end ? {}_b_offset(group, k, col) : -1;",
            s.tag);
-  out.line("CJ_STS(b_tile, nn * {} + kk, offset >= 0 ? CJ_LDG(b_src, offset).bits : (unsigned short)0);",
-           row);
+  out.line(
+      "CJ_STS(b_tile, nn * {} + kk, offset >= 0 ? CJ_LDG(b_src, offset).bits : (unsigned short)0);",
+      row);
   out.close();
 }
 
@@ -55,8 +60,9 @@ void emit_async_stage_loader(CodeWriter& out, const GemmSpec& s, int tm, int tn,
   out.line("const int kk = e % {}, mm = e / {};", tk, tk);
   out.line("const cj_index m = tile_m + mm, k = k0 + kk;");
   out.line("const cj_index offset = m < kM && k < k_end ? {}_a_offset(group, m, k) : -1;", s.tag);
-  out.line("cj_cp_async_{}(&a_tile[(stage * {} + mm) * {} + kk], a_src + (offset >= 0 ? offset : 0),",
-           bytes, tm, row);
+  out.line(
+      "cj_cp_async_{}(&a_tile[(stage * {} + mm) * {} + kk], a_src + (offset >= 0 ? offset : 0),",
+      bytes, tm, row);
   out.line("               offset >= 0 ? {} : 0);", bytes);
   out.close();
   out.open("for (int e = tid; e < {}; e += {})", tn * tk, threads);
@@ -64,8 +70,9 @@ void emit_async_stage_loader(CodeWriter& out, const GemmSpec& s, int tm, int tn,
   out.line("const cj_index col = tile_n + nn, k = k0 + kk;");
   out.line("const cj_index offset = col < kN && k < k_end ? {}_b_offset(group, k, col) : -1;",
            s.tag);
-  out.line("cj_cp_async_{}(&b_tile[(stage * {} + nn) * {} + kk], b_src + (offset >= 0 ? offset : 0),",
-           bytes, tn, row);
+  out.line(
+      "cj_cp_async_{}(&b_tile[(stage * {} + nn) * {} + kk], b_src + (offset >= 0 ? offset : 0),",
+      bytes, tn, row);
   out.line("               offset >= 0 ? {} : 0);", bytes);
   out.close();
   out.close("};");
@@ -126,7 +133,8 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
   out.line("    for (int r = 0; r < {}; ++r) acc[i][j][r] = 0;", shape.acc_per_lane);
 
   if (sixteen_bit) {
-    const char* mma = plan.math == CudaMath::kMmaF16 ? "cj_mma_m16n8k16_f16" : "cj_mma_m16n8k16_bf16";
+    const char* mma =
+        plan.math == CudaMath::kMmaF16 ? "cj_mma_m16n8k16_f16" : "cj_mma_m16n8k16_bf16";
     out.open("for (cj_index k0 = k_begin; k0 < k_end; k0 += {})", tk);
     emit_sixteen_bit_loads(out, s, tm, tn, tk, row, threads);
     out.line("__syncthreads();");
@@ -135,12 +143,16 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
     out.line("unsigned a_frag[{}][4], b_frag[{}][2];", fm_count, fn_count);
     out.line("CJ_UNROLL");
     out.line("for (int i = 0; i < {}; ++i)", fm_count);
-    out.line("  cj_ldmatrix_x4(a_frag[i], &a_tile[(warp_m + i * 16 + lane % 16) * {} + ks + (lane / 16) * 8]);",
-             row);
+    out.line(
+        "  cj_ldmatrix_x4(a_frag[i], &a_tile[(warp_m + i * 16 + lane % 16) * {} + ks + (lane / 16) "
+        "* 8]);",
+        row);
     out.line("CJ_UNROLL");
     out.line("for (int j = 0; j < {}; ++j)", fn_count);
-    out.line("  cj_ldmatrix_x2(b_frag[j], &b_tile[(warp_n + j * 8 + lane % 8) * {} + ks + ((lane / 8) % 2) * 8]);",
-             row);
+    out.line(
+        "  cj_ldmatrix_x2(b_frag[j], &b_tile[(warp_n + j * 8 + lane % 8) * {} + ks + ((lane / 8) % "
+        "2) * 8]);",
+        row);
     out.line("CJ_UNROLL");
     out.line("for (int i = 0; i < {}; ++i)", fm_count);
     out.line("  CJ_UNROLL");
@@ -173,12 +185,16 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
       out.line("double a_frag[{}], b_frag[{}];", fm_count, fn_count);
       out.line("CJ_UNROLL");
       out.line("for (int i = 0; i < {}; ++i)", fm_count);
-      out.line("  a_frag[i] = CJ_LDS(a_tile, (a_base + warp_m + i * 8 + lane / 4) * {} + ks + lane % 4);",
-               row);
+      out.line(
+          "  a_frag[i] = CJ_LDS(a_tile, (a_base + warp_m + i * 8 + lane / 4) * {} + ks + lane % "
+          "4);",
+          row);
       out.line("CJ_UNROLL");
       out.line("for (int j = 0; j < {}; ++j)", fn_count);
-      out.line("  b_frag[j] = CJ_LDS(b_tile, (b_base + warp_n + j * 8 + lane / 4) * {} + ks + lane % 4);",
-               row);
+      out.line(
+          "  b_frag[j] = CJ_LDS(b_tile, (b_base + warp_n + j * 8 + lane / 4) * {} + ks + lane % "
+          "4);",
+          row);
       out.line("CJ_UNROLL");
       out.line("for (int i = 0; i < {}; ++i)", fm_count);
       out.line("  CJ_UNROLL");
@@ -207,8 +223,9 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
       out.line("CJ_UNROLL");
       out.line("for (int i = 0; i < {}; ++i)", fm_count);
       out.line("  CJ_UNROLL");
-      out.line("  for (int j = 0; j < {}; ++j) cj_mma_m16n8k8_tf32(acc[i][j], a_frag[i], b_frag[j]);",
-               fn_count);
+      out.line(
+          "  for (int j = 0; j < {}; ++j) cj_mma_m16n8k8_tf32(acc[i][j], a_frag[i], b_frag[j]);",
+          fn_count);
       out.close();
     }
     out.line("__syncthreads();  // the stage is free for the next copy");
@@ -232,8 +249,10 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
   out.line("const cj_index col = tile_n + warp_n + j * 8 + (lane % 4) * 2 + r % 2;");
   out.line("if (m >= kM || col >= kN) continue;");
   if (s.split_k > 1) {
-    out.line("CJ_STG(c_dst, cj_index(blockIdx.z) * kWElements + {}_c_offset(group, m, col), acc[i][j][r]);",
-             s.tag);
+    out.line(
+        "CJ_STG(c_dst, cj_index(blockIdx.z) * kWElements + {}_c_offset(group, m, col), "
+        "acc[i][j][r]);",
+        s.tag);
   } else {
     out.line("CJ_STG(c_dst, {}_c_offset(group, m, col), from_acc(acc[i][j][r]));", s.tag);
   }

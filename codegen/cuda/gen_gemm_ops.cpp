@@ -32,9 +32,8 @@ GemmSpec forward_spec(const CudaPlan& plan) {
       "return x_offset(n, ih, iw, group * kFilterIn + i);"};
   // k = (kh, kw, i) is w's own HWIO order, so the row offset is k * kOutC.
   s.b_offset = {"return k * kOutC + group * kOutCPerGroup + col;"};
-  s.c_offset = {
-      "const cj_index ow = m % kOutW, oh = (m / kOutW) % kOutH, n = m / (kOutW * kOutH);",
-      "return y_offset(n, oh, ow, group * kOutCPerGroup + col);"};
+  s.c_offset = {"const cj_index ow = m % kOutW, oh = (m / kOutW) % kOutH, n = m / (kOutW * kOutH);",
+                "return y_offset(n, oh, ow, group * kOutCPerGroup + col);"};
   s.k_per_split = s.k;
   return s;
 }
@@ -65,15 +64,15 @@ GemmSpec residue_spec(const CudaPlan& plan, const ResidueClass& rc) {
       "const cj_index o = k % kOutCPerGroup, tw = (k / kOutCPerGroup) % {0}, th = k / "
       "(kOutCPerGroup * {0});",
       std::max<std::int64_t>(w.taps, 1));
-  s.a_offset = {m_split, k_split,
+  s.a_offset = {m_split,
+                k_split,
                 fmt::format("const cj_index oh = jh + ({}) - th * {};", h.out0, h.out_step),
                 fmt::format("const cj_index ow = jw + ({}) - tw * {};", w.out0, w.out_step),
                 "if (oh < 0 || oh >= kOutH || ow < 0 || ow >= kOutW) return -1;",
                 "return y_offset(n, oh, ow, group * kOutCPerGroup + o);"};
-  s.b_offset = {k_split,
-                fmt::format("return w_offset({} + th * {}, {} + tw * {}, col, group * "
-                            "kOutCPerGroup + o);",
-                            h.tap0, h.tap_step, w.tap0, w.tap_step)};
+  s.b_offset = {k_split, fmt::format("return w_offset({} + th * {}, {} + tw * {}, col, group * "
+                                     "kOutCPerGroup + o);",
+                                     h.tap0, h.tap_step, w.tap0, w.tap_step)};
   s.c_offset = {m_split, fmt::format("return x_offset(n, {} + jh * {}, {} + jw * {}, group * "
                                      "kFilterIn + col);",
                                      h.first, p.stride_h, w.first, p.stride_w)};
@@ -114,7 +113,8 @@ GemmSpec filter_spec(const CudaPlan& plan) {
 
 std::vector<GemmSpec> gemm_specs(const CudaPlan& plan) {
   switch (plan.problem.direction) {
-    case ConvDirection::kForward: return {forward_spec(plan)};
+    case ConvDirection::kForward:
+      return {forward_spec(plan)};
     case ConvDirection::kBackpropData: {
       std::vector<GemmSpec> specs;
       for (const ResidueClass& rc : residue_classes(plan.problem)) {
@@ -122,7 +122,8 @@ std::vector<GemmSpec> gemm_specs(const CudaPlan& plan) {
       }
       return specs;
     }
-    case ConvDirection::kBackpropFilter: return {filter_spec(plan)};
+    case ConvDirection::kBackpropFilter:
+      return {filter_spec(plan)};
   }
   return {};
 }

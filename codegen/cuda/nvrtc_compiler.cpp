@@ -1,6 +1,7 @@
 #include "codegen/cuda/nvrtc_compiler.hpp"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 #include <nvrtc.h>
 
 #include <algorithm>
@@ -9,8 +10,6 @@
 #include <mutex>
 #include <regex>
 #include <sstream>
-
-#include <fmt/format.h>
 
 namespace convjit::codegen {
 
@@ -32,9 +31,7 @@ struct NvrtcCompiler::Api {
 
 namespace {
 
-Status unavailable(std::string message) {
-  return {StatusCode::kUnavailable, std::move(message)};
-}
+Status unavailable(std::string message) { return {StatusCode::kUnavailable, std::move(message)}; }
 
 /// dlopen of every candidate, the loader's path first; `tried` collects what failed and why.
 void* open_nvrtc(std::string* tried) {
@@ -129,8 +126,10 @@ Expected<const NvrtcCompiler*> NvrtcCompiler::get() {
     std::string tried;
     void* handle = open_nvrtc(&tried);
     if (handle == nullptr) {
-      failure = unavailable("NVRTC is not available (install the CUDA toolkit's NVRTC or set "
-                            "CUDA_PATH); tried:" + tried);
+      failure = unavailable(
+          "NVRTC is not available (install the CUDA toolkit's NVRTC or set "
+          "CUDA_PATH); tried:" +
+          tried);
       return;
     }
     auto* api = new Api();  // lives for the process, as the library handle does
@@ -148,8 +147,9 @@ Expected<const NvrtcCompiler*> NvrtcCompiler::get() {
               bind(handle, "nvrtcGetPTXSize", &api->ptx_size) &&
               bind(handle, "nvrtcGetPTX", &api->ptx);
     if (!ok) {
-      failure = unavailable("the NVRTC library found lacks a function convjit needs (an NVRTC "
-                            "older than CUDA 11.2?)");
+      failure = unavailable(
+          "the NVRTC library found lacks a function convjit needs (an NVRTC "
+          "older than CUDA 11.2?)");
       delete api;
       return;
     }
@@ -172,15 +172,14 @@ Expected<const NvrtcCompiler*> NvrtcCompiler::get() {
 Expected<CudaBinary> NvrtcCompiler::compile(const std::string& source, const std::string& name,
                                             const CudaDeviceInfo& device) const {
   const auto start = std::chrono::steady_clock::now();
-  if (!archs_.empty() &&
-      std::find(archs_.begin(), archs_.end(), device.arch) == archs_.end()) {
-    return unimplemented(fmt::format("NVRTC {} cannot compile for {} (it supports sm_{})",
-                                     version_, device.arch_name(), fmt::join(archs_, ", sm_")));
+  if (!archs_.empty() && std::find(archs_.begin(), archs_.end(), device.arch) == archs_.end()) {
+    return unimplemented(fmt::format("NVRTC {} cannot compile for {} (it supports sm_{})", version_,
+                                     device.arch_name(), fmt::join(archs_, ", sm_")));
   }
   const Api& api = *api_;
   nvrtcProgram program = nullptr;
-  nvrtcResult result = api.create(&program, source.c_str(), (name + ".cu").c_str(), 0, nullptr,
-                                  nullptr);
+  nvrtcResult result =
+      api.create(&program, source.c_str(), (name + ".cu").c_str(), 0, nullptr, nullptr);
   if (result != NVRTC_SUCCESS) {
     return internal_error(fmt::format("nvrtcCreateProgram: {}", api.error_string(result)));
   }
@@ -200,8 +199,8 @@ Expected<CudaBinary> NvrtcCompiler::compile(const std::string& source, const std
   if (result != NVRTC_SUCCESS) {
     api.destroy(&program);
     return internal_error(fmt::format("NVRTC {} could not compile kernel {} for {}: {}\n{}",
-                                      version_, name, device.arch_name(),
-                                      api.error_string(result), binary.log));
+                                      version_, name, device.arch_name(), api.error_string(result),
+                                      binary.log));
   }
   if (api.cubin_size(program, &size) == NVRTC_SUCCESS && size > 0) {
     binary.cubin.resize(size);
@@ -216,8 +215,8 @@ Expected<CudaBinary> NvrtcCompiler::compile(const std::string& source, const std
   }
   api.destroy(&program);
   if (binary.cubin.empty()) {
-    return internal_error(fmt::format("NVRTC {} produced no cubin for {}", version_,
-                                      device.arch_name()));
+    return internal_error(
+        fmt::format("NVRTC {} produced no cubin for {}", version_, device.arch_name()));
   }
   binary.kernels = parse_ptxas_report(binary.log);
   binary.compile_ms =

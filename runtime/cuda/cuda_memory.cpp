@@ -1,10 +1,10 @@
 #include "runtime/cuda/cuda_memory.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <mutex>
-
-#include <fmt/format.h>
 
 #include "runtime/cuda/driver_api.hpp"
 
@@ -66,8 +66,7 @@ Status copy_to_device(int ordinal, void* destination, const void* source, std::s
   ScopedContext scope(*p->api, p->context);
   CONVJIT_RETURN_IF_ERROR(scope.status());
   if (bytes == 0) return Status::ok();
-  const CUresult r =
-      p->api->memcpy_htod(reinterpret_cast<CUdeviceptr>(destination), source, bytes);
+  const CUresult r = p->api->memcpy_htod(reinterpret_cast<CUdeviceptr>(destination), source, bytes);
   return r == CUDA_SUCCESS ? Status::ok() : p->api->error(r, "copying to the device");
 }
 
@@ -77,8 +76,7 @@ Status copy_from_device(int ordinal, void* destination, const void* source, std:
   ScopedContext scope(*p->api, p->context);
   CONVJIT_RETURN_IF_ERROR(scope.status());
   if (bytes == 0) return Status::ok();
-  const CUresult r =
-      p->api->memcpy_dtoh(destination, reinterpret_cast<CUdeviceptr>(source), bytes);
+  const CUresult r = p->api->memcpy_dtoh(destination, reinterpret_cast<CUdeviceptr>(source), bytes);
   return r == CUDA_SUCCESS ? Status::ok() : p->api->error(r, "copying from the device");
 }
 

@@ -1,10 +1,9 @@
 #include "runtime/cuda/driver_api.hpp"
 
 #include <dlfcn.h>
+#include <fmt/format.h>
 
 #include <mutex>
-
-#include <fmt/format.h>
 
 namespace convjit::runtime::cuda {
 namespace {
@@ -57,19 +56,26 @@ Status DriverApi::error(CUresult result, std::string_view what) const {
   if (get_error_string == nullptr || get_error_string(result, &text) != CUDA_SUCCESS) {
     text = nullptr;
   }
-  const std::string detail = fmt::format("{} ({})", text != nullptr ? text : "unknown error",
-                                         name != nullptr ? name : fmt::format("CUresult {}",
-                                                                              static_cast<int>(result)));
+  const std::string detail =
+      fmt::format("{} ({})", text != nullptr ? text : "unknown error",
+                  name != nullptr ? name : fmt::format("CUresult {}", static_cast<int>(result)));
   StatusCode code = StatusCode::kInternal;
   switch (result) {
-    case CUDA_ERROR_OUT_OF_MEMORY: code = StatusCode::kResourceExhausted; break;
+    case CUDA_ERROR_OUT_OF_MEMORY:
+      code = StatusCode::kResourceExhausted;
+      break;
     case CUDA_ERROR_INVALID_VALUE:
-    case CUDA_ERROR_INVALID_HANDLE: code = StatusCode::kInvalidArgument; break;
+    case CUDA_ERROR_INVALID_HANDLE:
+      code = StatusCode::kInvalidArgument;
+      break;
     case CUDA_ERROR_NO_DEVICE:
     case CUDA_ERROR_INVALID_DEVICE:
     case CUDA_ERROR_NOT_INITIALIZED:
-    case CUDA_ERROR_DEINITIALIZED: code = StatusCode::kUnavailable; break;
-    default: break;
+    case CUDA_ERROR_DEINITIALIZED:
+      code = StatusCode::kUnavailable;
+      break;
+    default:
+      break;
   }
   return {code, fmt::format("CUDA driver: {}: {}", what, detail)};
 }
@@ -83,12 +89,14 @@ Expected<const DriverApi*> driver_api() {
     loader.handle = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (loader.handle == nullptr) {
       const char* error = ::dlerror();
-      failure = no_cuda_device(fmt::format("the NVIDIA driver library libcuda.so.1 is not "
-                                           "installed or not on the loader's path ({})",
-                                           error != nullptr ? error : "dlopen failed"));
+      failure =
+          no_cuda_device(fmt::format("the NVIDIA driver library libcuda.so.1 is not "
+                                     "installed or not on the loader's path ({})",
+                                     error != nullptr ? error : "dlopen failed"));
       return;
     }
-    loader.get_proc = reinterpret_cast<GetProcAddress>(::dlsym(loader.handle, "cuGetProcAddress_v2"));
+    loader.get_proc =
+        reinterpret_cast<GetProcAddress>(::dlsym(loader.handle, "cuGetProcAddress_v2"));
     if (loader.get_proc == nullptr) {
       loader.get_proc_v1 =
           reinterpret_cast<GetProcAddressV1>(::dlsym(loader.handle, "cuGetProcAddress"));
@@ -124,8 +132,9 @@ Expected<const DriverApi*> driver_api() {
         loader.bind("cuMemGetInfo", "cuMemGetInfo_v2", &a->mem_get_info) &&
         loader.bind("cuCtxSynchronize", "cuCtxSynchronize", &a->ctx_synchronize);
     if (!ok) {
-      failure = no_cuda_device("the installed NVIDIA driver lacks functions convjit needs (a "
-                               "driver older than CUDA 12?)");
+      failure = no_cuda_device(
+          "the installed NVIDIA driver lacks functions convjit needs (a "
+          "driver older than CUDA 12?)");
       delete a;
       return;
     }

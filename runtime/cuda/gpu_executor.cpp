@@ -1,12 +1,12 @@
 #include "runtime/cuda/gpu_executor.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "codegen/cuda/nvrtc_compiler.hpp"
 #include "runtime/cuda/driver_api.hpp"
@@ -74,9 +74,8 @@ class GpuModule final : public CudaModule {
               "(Kernel::workspace_bytes)",
               context.workspace_bytes, program.workspace_bytes, program.kernel_name));
         }
-        CONVJIT_RETURN_IF_ERROR(check_pointer(context.workspace,
-                                              static_cast<std::int64_t>(program.workspace_bytes),
-                                              "workspace"));
+        CONVJIT_RETURN_IF_ERROR(check_pointer(
+            context.workspace, static_cast<std::int64_t>(program.workspace_bytes), "workspace"));
         workspace = reinterpret_cast<CUdeviceptr>(context.workspace);
       } else {
         Expected<CUdeviceptr> own = own_workspace(stream, program.workspace_bytes);
@@ -88,9 +87,9 @@ class GpuModule final : public CudaModule {
     void* params[] = {&args};
     for (std::size_t i = 0; i < program.launches.size(); ++i) {
       const CudaLaunch& l = program.launches[i];
-      const CUresult r = api.launch_kernel(functions_[i], l.grid[0], l.grid[1], l.grid[2],
-                                           l.block[0], l.block[1], l.block[2], 0, stream, params,
-                                           nullptr);
+      const CUresult r =
+          api.launch_kernel(functions_[i], l.grid[0], l.grid[1], l.grid[2], l.block[0], l.block[1],
+                            l.block[2], 0, stream, params, nullptr);
       if (r != CUDA_SUCCESS) return api.error(r, "cuLaunchKernel " + l.symbol);
     }
     return Status::ok();
@@ -117,9 +116,10 @@ class GpuModule final : public CudaModule {
     int ordinal = -1;
     r = api.pointer_get_attribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, address);
     if (r == CUDA_SUCCESS && ordinal != device_->ordinal && memory_type == CU_MEMORYTYPE_DEVICE) {
-      return invalid_argument(fmt::format("operand {} is memory of cuda:{}, but the kernel was "
-                                          "compiled for cuda:{}",
-                                          name, ordinal, device_->ordinal));
+      return invalid_argument(
+          fmt::format("operand {} is memory of cuda:{}, but the kernel was "
+                      "compiled for cuda:{}",
+                      name, ordinal, device_->ordinal));
     }
     return Status::ok();
   }
@@ -155,9 +155,7 @@ class GpuExecutor final : public codegen::CudaExecutor {
         target_(fmt::format("{}/nvrtc{}", info_.arch_name(), nvrtc_version)) {}
 
   const std::string& device() const override { return name_; }
-  codegen::MemorySpace memory_space() const override {
-    return codegen::MemorySpace::kCudaDevice;
-  }
+  codegen::MemorySpace memory_space() const override { return codegen::MemorySpace::kCudaDevice; }
   const CudaDeviceInfo& device_info() const override { return info_; }
   std::string target_name() const override { return target_; }
   bool needs_cubin() const override { return true; }

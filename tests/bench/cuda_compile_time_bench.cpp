@@ -29,8 +29,8 @@ double percentile(std::vector<double> v, double p) {
 }
 
 void summary(const char* what, const std::vector<double>& ms) {
-  std::printf("%-28s %5zu kernels  median %7.1f ms  p90 %7.1f ms  max %7.1f ms\n", what,
-              ms.size(), percentile(ms, 0.5), percentile(ms, 0.9),
+  std::printf("%-28s %5zu kernels  median %7.1f ms  p90 %7.1f ms  max %7.1f ms\n", what, ms.size(),
+              percentile(ms, 0.5), percentile(ms, 0.9),
               ms.empty() ? 0.0 : *std::max_element(ms.begin(), ms.end()));
 }
 
@@ -48,7 +48,8 @@ int main(int argc, char** argv) {
     } else if (arg == "--limit" && i + 1 < argc) {
       limit = static_cast<std::size_t>(std::atol(argv[++i]));
     } else if (arg == "--math" && i + 1 < argc) {
-      math = std::string(argv[++i]) == "tf32" ? convjit::MathMode::kTF32 : convjit::MathMode::kExact;
+      math =
+          std::string(argv[++i]) == "tf32" ? convjit::MathMode::kTF32 : convjit::MathMode::kExact;
     } else if (arg == "--interpret") {
       interpret = true;
     } else {

@@ -5,9 +5,8 @@
 //   interpreter's model of them; bad input (host pointers, short workspaces, huge buffers) with
 //   later calls still working; concurrent compile and run from several threads on several
 //   streams.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
@@ -46,8 +45,8 @@ std::shared_ptr<const codegen::Backend> gpu_backend(std::string* why) {
   return *backend;
 }
 
-#define REQUIRE_GPU()                                          \
-  std::string why;                                             \
+#define REQUIRE_GPU()                                                    \
+  std::string why;                                                       \
   const std::shared_ptr<const codegen::Backend> gpu = gpu_backend(&why); \
   if (gpu == nullptr) GTEST_SKIP() << why
 
@@ -64,7 +63,8 @@ void run_on_device(const Kernel& kernel, const TestTensor& a, const TestTensor& 
   db.copy_from_host(b.data(), bytes_of_tensor(b));
   RunContext context;
   context.stream = stream;
-  kernel.run(TensorView{a.dtype(), a.shape(), da.data()}, TensorView{b.dtype(), b.shape(), db.data()},
+  kernel.run(TensorView{a.dtype(), a.shape(), da.data()},
+             TensorView{b.dtype(), b.shape(), db.data()},
              TensorView{out->dtype(), out->shape(), dout.data()}, context);
   synchronize(kernel.device(), stream);
   dout.copy_to_host(out->data(), bytes_of_tensor(*out));
@@ -93,10 +93,12 @@ TEST(CudaGpu, SweepMatchesReference) {
       continue;
     }
     run_reference(desc, a.view(), b.view(), want.view());
-    const auto close = all_close(got.view(), want.view(), tolerance(c.dtype, c.reduction_length(s.op)));
+    const auto close =
+        all_close(got.view(), want.view(), tolerance(c.dtype, c.reduction_length(s.op)));
     if (!close) failures.push_back(fmt::format("{}: {}", to_text(desc), close.message()));
   }
-  for (std::size_t i = 0; i < std::min<std::size_t>(failures.size(), 10); ++i) ADD_FAILURE() << failures[i];
+  for (std::size_t i = 0; i < std::min<std::size_t>(failures.size(), 10); ++i)
+    ADD_FAILURE() << failures[i];
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << cases.size() << " failed";
 }
 
@@ -114,9 +116,9 @@ TEST(CudaGpu, FfmaKernelsMatchTheInterpreterBitForBit) {
     Expected<ConvProblem> p = validate(s.geometry.descriptor(s.op));
     ASSERT_TRUE(p.has_value());
     const bool wgrad = p->direction == ConvDirection::kBackpropFilter;
-    std::vector<std::string> plans = {"algo=direct,threads=128",
-                                      std::string("algo=igemm,tile=32x16x8,micro=2x1") +
-                                          (wgrad ? ",splitk=2" : "")};
+    std::vector<std::string> plans = {
+        "algo=direct,threads=128",
+        std::string("algo=igemm,tile=32x16x8,micro=2x1") + (wgrad ? ",splitk=2" : "")};
     if (p->filter_in == 1 && p->direction != ConvDirection::kForward) {
       plans.push_back(wgrad ? "algo=dw,cblock=8,pblock=8,mblock=2,splitk=1"
                             : "algo=dw,cblock=8,pblock=8");
@@ -150,12 +152,13 @@ TEST(CudaGpu, FfmaKernelsMatchTheInterpreterBitForBit) {
       ASSERT_TRUE((*on_host)->run({x.data(), w.data(), y.data()}, {}).is_ok());
       ++compared;
       if (std::memcmp(gpu_out.data(), host_out.data(), bytes_of_tensor(host_out)) != 0) {
-        failures.push_back(fmt::format("{} [{}] {}: GPU and interpreter bits differ",
-                                       to_text(*p), forced, (*on_gpu)->name()));
+        failures.push_back(fmt::format("{} [{}] {}: GPU and interpreter bits differ", to_text(*p),
+                                       forced, (*on_gpu)->name()));
       }
     }
   }
-  for (std::size_t i = 0; i < std::min<std::size_t>(failures.size(), 10); ++i) ADD_FAILURE() << failures[i];
+  for (std::size_t i = 0; i < std::min<std::size_t>(failures.size(), 10); ++i)
+    ADD_FAILURE() << failures[i];
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << compared << " differ";
 }
 
@@ -167,13 +170,16 @@ TEST(CudaGpu, ConformanceCasesMatchTensorFlow) {
     options.device = "cuda";
     const Kernel kernel = compile(c.desc, options);
     CaseOperands in = make_operands(c, kernel.operand_shape(0), kernel.operand_shape(1));
-    TestTensor got(c.desc.dtype, kernel.operand_shape(2)), ref(c.desc.dtype, kernel.operand_shape(2));
+    TestTensor got(c.desc.dtype, kernel.operand_shape(2)),
+        ref(c.desc.dtype, kernel.operand_shape(2));
     got.fill(std::numeric_limits<double>::quiet_NaN());
     run_on_device(kernel, in.a, in.b, &got);
     if (c.expected) {
       TestTensor want(DType::kFloat64, kernel.operand_shape(2));
-      for (std::int64_t i = 0; i < want.elements(); ++i) want.set(i, (*c.expected)[static_cast<std::size_t>(i)]);
-      EXPECT_TRUE(all_close(got.view(), want.view(), expected_tolerance(c.desc.dtype))) << c.test_name;
+      for (std::int64_t i = 0; i < want.elements(); ++i)
+        want.set(i, (*c.expected)[static_cast<std::size_t>(i)]);
+      EXPECT_TRUE(all_close(got.view(), want.view(), expected_tolerance(c.desc.dtype)))
+          << c.test_name;
     } else {
       run_reference(c.desc, in.a.view(), in.b.view(), ref.view());
       Expected<ConvProblem> p = validate(c.desc);
@@ -225,13 +231,15 @@ TEST(CudaGpu, WarpOperationKernelsMatchTheInterpreter) {
     const Status s = run_cuda_source_on_gpu(c.kernel, c.body, launch, &device);
     ASSERT_TRUE(s.is_ok()) << c.kernel << ": " << s.to_string();
     const std::vector<float> h = values_of<float>(host.y), d = values_of<float>(device.y);
-    const std::vector<std::uint32_t> hb = values_of<std::uint32_t>(host.y), db = values_of<std::uint32_t>(device.y);
+    const std::vector<std::uint32_t> hb = values_of<std::uint32_t>(host.y),
+                                     db = values_of<std::uint32_t>(device.y);
     for (std::size_t i = 0; i < h.size(); ++i) {
       if (c.skip_every > 0 && i % c.skip_every == c.skip_offset) continue;
       if (c.exact) {
         EXPECT_EQ(hb[i], db[i]) << c.kernel << " word " << i;
       } else {
-        EXPECT_NEAR(h[i], d[i], 1e-5 * std::max(1.0f, std::fabs(h[i]))) << c.kernel << " word " << i;
+        EXPECT_NEAR(h[i], d[i], 1e-5 * std::max(1.0f, std::fabs(h[i])))
+            << c.kernel << " word " << i;
       }
     }
   }
@@ -266,9 +274,11 @@ TEST(CudaGpu, BadInputIsRefusedAndLaterCallsWork) {
     RunContext context;
     context.workspace = small.data();
     context.workspace_bytes = small.bytes();
-    DeviceBuffer da("cuda", a.elements() * 4), db("cuda", b.elements() * 4), dout("cuda", out.elements() * 4);
+    DeviceBuffer da("cuda", a.elements() * 4), db("cuda", b.elements() * 4),
+        dout("cuda", out.elements() * 4);
     try {
-      kernel.run(TensorView{d.dtype, a.shape(), da.data()}, TensorView{d.dtype, b.shape(), db.data()},
+      kernel.run(TensorView{d.dtype, a.shape(), da.data()},
+                 TensorView{d.dtype, b.shape(), db.data()},
                  TensorView{d.dtype, out.shape(), dout.data()}, context);
       ADD_FAILURE() << "a short workspace accepted";
     } catch (const Error& e) {
@@ -326,7 +336,8 @@ TEST(CudaGpu, ConcurrentCompileAndRunOnSeveralStreams) {
     }
     if (*stream != nullptr) (void)runtime::cuda::destroy_stream(0, *stream);
   });
-  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(failures[static_cast<std::size_t>(t)], "") << "thread " << t;
+  for (int t = 0; t < kThreads; ++t)
+    EXPECT_EQ(failures[static_cast<std::size_t>(t)], "") << "thread " << t;
 }
 
 }  // namespace

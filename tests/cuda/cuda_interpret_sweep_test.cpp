@@ -3,13 +3,15 @@
 // FFMA and tensor-core tile, split-K factor and depthwise blocking the generator has. Any
 // bounds, race or uninitialised-read report of the interpreter fails the case. Filter gradients
 // run twice and must give the same bits.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
-
+#include <atomic>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "convjit/convjit.hpp"
@@ -30,40 +32,53 @@ void report(const std::vector<std::string>& failures, std::size_t total) {
   EXPECT_TRUE(failures.empty()) << failures.size() << " of " << total << " cases failed";
 }
 
-// The default plans, through the public API exactly as a user runs them.
+// The default plans, through the public API exactly as a user runs them (cases spread over the
+// machine's cores: compile() and run() are thread-safe).
 TEST(CudaInterpretSweep, DefaultPlansMatchReference) {
   const std::vector<SweepCase> cases = sweep_cases();
   std::vector<std::string> failures;
-  std::uint64_t seed = 5000;
-  for (const SweepCase& s : cases) {
-    const ConvCase& c = s.geometry;
-    const OpDescriptor desc = c.descriptor(s.op);
-    const auto shapes = c.operand_shapes(s.op);
-    const TestTensor a = random_tensor(c.dtype, shapes[0], seed += 7);
-    const TestTensor b = random_tensor(c.dtype, shapes[1], seed + 1);
-    TestTensor got(c.dtype, shapes[2]);
-    got.fill(std::numeric_limits<double>::quiet_NaN());
-    TestTensor want(c.dtype, shapes[2]);
-    CompileOptions options;
-    options.device = "cuda-interpret";
-    options.num_threads = 2;
-    try {
-      const Kernel kernel = compile(desc, options);
-      if (kernel.backend() != "cuda" || kernel.device() != "cuda-interpret") {
-        failures.push_back(fmt::format("{}: compiled by {} on {}", to_text(desc), kernel.backend(),
-                                       kernel.device()));
-        continue;
+  std::mutex mutex;
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < cases.size(); i = next++) {
+      const SweepCase& s = cases[i];
+      const ConvCase& c = s.geometry;
+      const OpDescriptor desc = c.descriptor(s.op);
+      const auto shapes = c.operand_shapes(s.op);
+      const std::uint64_t seed = 5000 + 7 * i;
+      const TestTensor a = random_tensor(c.dtype, shapes[0], seed);
+      const TestTensor b = random_tensor(c.dtype, shapes[1], seed + 1);
+      TestTensor got(c.dtype, shapes[2]);
+      got.fill(std::numeric_limits<double>::quiet_NaN());
+      TestTensor want(c.dtype, shapes[2]);
+      std::string problem;
+      try {
+        CompileOptions options;
+        options.device = "cuda-interpret";
+        options.num_threads = 1;
+        const Kernel kernel = compile(desc, options);
+        if (kernel.backend() != "cuda" || kernel.device() != "cuda-interpret") {
+          problem = fmt::format("compiled by {} on {}", kernel.backend(), kernel.device());
+        } else {
+          kernel.run(a.view(), b.view(), got.view());
+          run_reference(desc, a.view(), b.view(), want.view());
+          const ::testing::AssertionResult close =
+              all_close(got.view(), want.view(), tolerance(c.dtype, c.reduction_length(s.op)));
+          if (!close) problem = close.message();
+        }
+      } catch (const Error& e) {
+        problem = e.what();
       }
-      kernel.run(a.view(), b.view(), got.view());
-      run_reference(desc, a.view(), b.view(), want.view());
-    } catch (const Error& e) {
-      failures.push_back(fmt::format("{}: {}", to_text(desc), e.what()));
-      continue;
+      if (problem.empty()) continue;
+      std::lock_guard<std::mutex> lock(mutex);
+      failures.push_back(fmt::format("{}: {}", to_text(desc), problem));
     }
-    const ::testing::AssertionResult close =
-        all_close(got.view(), want.view(), tolerance(c.dtype, c.reduction_length(s.op)));
-    if (!close) failures.push_back(fmt::format("{}: {}", to_text(desc), close.message()));
+  };
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); ++t) {
+    threads.emplace_back(worker);
   }
+  for (std::thread& t : threads) t.join();
   report(failures, cases.size());
   std::printf("[   SWEEP  ] cuda-interpret default plans: %zu cases, %zu failed\n", cases.size(),
               failures.size());

@@ -1,5 +1,6 @@
 #include "cuda/cuda_test_support.hpp"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 #include <limits>
 #include <mutex>
 #include <thread>
-
-#include <fmt/format.h>
 
 #include "reference/naive.hpp"
 #include "runtime/backend_registry.hpp"
@@ -46,9 +45,17 @@ std::vector<CudaJob> forced_jobs(const ConvProblem& p, const std::string& label,
   const bool sixteen = p.dtype == DType::kHalf || p.dtype == DType::kBFloat16;
   std::string mma_tile;
   switch (variant % 3) {
-    case 0: mma_tile = ""; break;
-    case 1: mma_tile = f64 ? ",tile=16x16x4,warps=1x1" : ",tile=32x16x" + std::string(sixteen ? "16" : "8") + ",warps=2x1"; break;
-    default: mma_tile = f64 ? ",tile=32x32x8,warps=2x2" : ",tile=64x64x" + std::string(sixteen ? "32" : "16") + ",warps=2x2"; break;
+    case 0:
+      mma_tile = "";
+      break;
+    case 1:
+      mma_tile = f64 ? ",tile=16x16x4,warps=1x1"
+                     : ",tile=32x16x" + std::string(sixteen ? "16" : "8") + ",warps=2x1";
+      break;
+    default:
+      mma_tile = f64 ? ",tile=32x32x8,warps=2x2"
+                     : ",tile=64x64x" + std::string(sixteen ? "32" : "16") + ",warps=2x2";
+      break;
   }
   if (!sixteen) mma_tile += fmt::format(",stages={}", 1 + variant % 3);
   add("algo=mma" + mma_tile + split, mma_math);
@@ -105,7 +112,7 @@ std::string run_interpreted_job(const CudaJob& job, std::uint64_t seed, bool rep
   TestTensor* out = out_role == TensorRole::kX ? &x : out_role == TensorRole::kW ? &w : &y;
   TestTensor want(p.dtype, shape_of(out_role));
   OperandPointers reference_ptrs{x.data(), w.data(), y.data()};
-  (out_role == TensorRole::kX ? reference_ptrs.x
+  (out_role == TensorRole::kX   ? reference_ptrs.x
    : out_role == TensorRole::kW ? reference_ptrs.w
                                 : reference_ptrs.y) = want.data();
   run_reference(p, reference_ptrs);
@@ -131,8 +138,8 @@ std::string run_interpreted_job(const CudaJob& job, std::uint64_t seed, bool rep
   return {};
 }
 
-std::vector<std::string> run_jobs_in_parallel(const std::vector<CudaJob>& jobs,
-                                              std::uint64_t seed, int* kernels_run) {
+std::vector<std::string> run_jobs_in_parallel(const std::vector<CudaJob>& jobs, std::uint64_t seed,
+                                              int* kernels_run) {
   std::atomic<std::size_t> next{0};
   std::atomic<int> ran{0};
   std::mutex mutex;

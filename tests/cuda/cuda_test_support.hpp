@@ -36,7 +36,7 @@ std::string run_interpreted_job(const CudaJob& job, std::uint64_t seed, bool rep
                                 std::string* kernel);
 
 /// Runs `jobs` on all cores; returns the failures (job label, forced keys, what failed).
-std::vector<std::string> run_jobs_in_parallel(const std::vector<CudaJob>& jobs,
-                                              std::uint64_t seed, int* kernels_run);
+std::vector<std::string> run_jobs_in_parallel(const std::vector<CudaJob>& jobs, std::uint64_t seed,
+                                              int* kernels_run);
 
 }  // namespace convjit::testing

@@ -61,8 +61,8 @@ Status run_cuda_source_on_gpu(const std::string& name, const std::string& body,
   const codegen::CudaProgram program = raw_program(name, body, launches, *buffers);
   Expected<const codegen::NvrtcCompiler*> nvrtc = codegen::NvrtcCompiler::get();
   if (!nvrtc) return nvrtc.status();
-  Expected<codegen::CudaBinary> binary = (*nvrtc)->compile(
-      codegen::nvrtc_translation_unit(program), name, (*executor)->device_info());
+  Expected<codegen::CudaBinary> binary =
+      (*nvrtc)->compile(codegen::nvrtc_translation_unit(program), name, (*executor)->device_info());
   if (!binary) return binary.status();
   codegen::Artifacts artifacts;
   Expected<std::shared_ptr<const codegen::CudaModule>> module =

@@ -6,8 +6,8 @@
 #ifdef CONVJIT_HAVE_CUDA
 
 #include <array>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <string>
 #include <vector>
 

@@ -88,7 +88,8 @@ std::vector<CaseCode> covering_codes(int cases_per_cell) {
             for (int candidate = 0; candidate < 24; ++candidate) {
               CaseCode code{op, dt, fm, pd, {}};
               for (int i = 0; i < kNumAttrs; ++i) {
-                code.level[i] = static_cast<int>(rng() % static_cast<std::uint64_t>(kSweepLevels[i]));
+                code.level[i] =
+                    static_cast<int>(rng() % static_cast<std::uint64_t>(kSweepLevels[i]));
               }
               const int score = new_pairs(code);
               if (score > best_score) {

@@ -45,7 +45,8 @@ enum SweepAttr : int {
   kSizesForm,    // Conv2DBackpropInput: input_sizes as 4 values or 2 spatial ones
   kNumAttrs,
 };
-inline constexpr std::array<int, kNumAttrs> kSweepLevels = {3, 3, 3, 3, 3, 3, 2, 6, 6, 3, 3, 3, 4, 2};
+inline constexpr std::array<int, kNumAttrs> kSweepLevels = {3, 3, 3, 3, 3, 3, 2,
+                                                            6, 6, 3, 3, 3, 4, 2};
 
 /// A case before materialisation: the primary cell and a level per secondary attribute.
 struct CaseCode {

@@ -3,6 +3,8 @@
 // choices and its forced-plan errors, and stored code reloaded without compiling again.
 #ifdef CONVJIT_HAVE_CUDA
 
+#include "codegen/cuda/cuda_backend.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -10,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "codegen/cuda/cuda_backend.hpp"
 #include "codegen/cuda/cuda_plan.hpp"
 #include "convjit/convjit.h"
 #include "convjit/convjit.hpp"
@@ -220,6 +221,21 @@ TEST(CudaPlanModel, ChoosesAlgorithmFromProblemAndDevice) {
   dgrad.out_backprop = {2, 5, 5, 8};
   dgrad.strides = {1, 2, 2, 1};
   EXPECT_EQ(plan_name(dgrad, "sm_80"), "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_r2x2");
+  // Where the model's kernel does not fit, the direct kernel takes the problem: a depthwise
+  // filter tile over the shared memory, more groups than a grid dimension holds.
+  dw.dtype = DType::kFloat64;
+  dw.filter = {7, 7, 16, 128};
+  dw.out_backprop = {2, 16 * 128, 5, 5};
+  EXPECT_EQ(plan_name(dw, "sm_80"), "cuda_sm80_f64_bwd_data_dw_nchw_direct_t256");
+  EXPECT_NE(plan_name(dw, "sm_80", MathMode::kExact, "algo=dw").find("shared memory"),
+            std::string::npos);
+  OpDescriptor groups;
+  groups.op = OpKind::kConv2DBackpropInput;
+  groups.input = {1, 2, 2, 2 * 70000};
+  groups.filter = {1, 1, 2, 70000};
+  groups.out_backprop = {1, 2, 2, 70000};
+  groups.padding = Padding::kValid;
+  EXPECT_EQ(plan_name(groups, "sm_80"), "cuda_sm80_f32_bwd_data_nhwc_direct_t256");
 }
 
 TEST(CudaPlanModel, ForcedChoicesAreCheckedWithClearErrors) {
@@ -264,7 +280,8 @@ TEST(CudaBackend, StoredInterpretCodeReloadsWithoutCompiling) {
   Expected<std::unique_ptr<codegen::CompiledCode>> loaded = (*backend)->load(artifacts);
   ASSERT_TRUE(loaded.has_value()) << loaded.status().to_string();
   EXPECT_EQ((*loaded)->name(), (*code)->name());
-  TestTensor x = random_tensor(p.dtype, {1, 7, 7, 8}, 5), y = random_tensor(p.dtype, {1, 7, 7, 8}, 6);
+  TestTensor x = random_tensor(p.dtype, {1, 7, 7, 8}, 5),
+             y = random_tensor(p.dtype, {1, 7, 7, 8}, 6);
   TestTensor w1(p.dtype, {3, 3, 8, 8}), w2(p.dtype, {3, 3, 8, 8});
   ASSERT_TRUE((*code)->run({x.data(), w1.data(), y.data()}, {}).is_ok());
   ASSERT_TRUE((*loaded)->run({x.data(), w2.data(), y.data()}, {}).is_ok());

@@ -81,7 +81,8 @@ TEST_P(CudaGoldenSource, MatchesTheReviewedSource) {
   }
   const std::string generated = "// " + formatted + "\n" + program->body;
   const std::string path = golden_path(g.file);
-  if (const char* update = std::getenv("CONVJIT_UPDATE_GOLDEN"); update && std::string(update) == "1") {
+  if (const char* update = std::getenv("CONVJIT_UPDATE_GOLDEN");
+      update && std::string(update) == "1") {
     std::ofstream(path) << generated;
     GTEST_SKIP() << "rewrote " << path;
   }

@@ -22,7 +22,9 @@ std::string line_of(const char* body, const std::string& marker) {
   const std::string text(body);
   const std::size_t at = text.find(marker);
   EXPECT_NE(at, std::string::npos) << marker;
-  return "line " + std::to_string(1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
+  return "line " +
+         std::to_string(
+             1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n'));
 }
 
 struct Planted {
@@ -157,23 +159,38 @@ CJ_KERNEL void CJ_LAUNCH_BOUNDS(64, 1) writes_input(cj_args args) {
 )cuda";
 
 const Planted kPlanted[] = {
-    {"missing __syncthreads()", "missing_barrier", "with_barrier",
+    {"missing __syncthreads()",
+     "missing_barrier",
+     "with_barrier",
      {"kernel missing_barrier", "block (0,0,0)", "thread (1,0,0)", "shared-memory race",
-      "read by thread (0,0,0) (", "@race-read", "no __syncthreads() between", "of tile", "@race-write"}},
-    {"off-by-one shared tile bound", "off_by_one_tile", "exact_tile",
+      "read by thread (0,0,0) (", "@race-read", "no __syncthreads() between", "of tile",
+      "@race-write"}},
+    {"off-by-one shared tile bound",
+     "off_by_one_tile",
+     "exact_tile",
      {"kernel off_by_one_tile", "thread (0,0,0)", "out-of-bounds shared write of 4 bytes",
       "element 64 of 64", "tile", "@off-by-one"}},
-    {"global index past the end", "global_past_end", "global_in_bounds",
+    {"global index past the end",
+     "global_past_end",
+     "global_in_bounds",
      {"kernel global_past_end", "block (3,0,0)", "thread (63,0,0)",
       "out-of-bounds global write of 4 bytes at byte offset 1024 of y"}},
-    {"uninitialised shared read", "uninitialised_read", "initialised_read",
+    {"uninitialised shared read",
+     "uninitialised_read",
+     "initialised_read",
      {"thread (32,0,0)", "read of uninitialised shared memory", "offset 128 of tile"}},
-    {"divergent barrier", "divergent_barrier", "uniform_barrier",
+    {"divergent barrier",
+     "divergent_barrier",
+     "uniform_barrier",
      {"divergent barriers", "thread (0,0,0)", "__syncthreads()", "@barrier-a", "thread (16,0,0)",
       "@barrier-b"}},
-    {"divergent shuffle", "divergent_shuffle", "uniform_shuffle",
+    {"divergent shuffle",
+     "divergent_shuffle",
+     "uniform_shuffle",
      {"divergent warp-level operation", "warp 0", "@shuffle", "16 lanes that exited"}},
-    {"cp.async never waited for", "copy_never_waited", "copy_waited",
+    {"cp.async never waited for",
+     "copy_never_waited",
+     "copy_waited",
      {"cp.async copies", "never waited for", "@copy"}},
     {"write to an input", "writes_input", "global_in_bounds", {"read-only input x"}},
 };
@@ -188,7 +205,8 @@ TEST_P(CudaInterpretChecks, ReportsThePlantedFault) {
   for (std::string piece : p.expected) {
     if (piece[0] == '@') piece = line_of(kKernels, piece);
     EXPECT_NE(faulty.message().find(piece), std::string::npos)
-        << p.name << ": the report lacks \"" << piece << "\":\n" << faulty.message();
+        << p.name << ": the report lacks \"" << piece << "\":\n"
+        << faulty.message();
   }
   const Status fixed = run(p.fixed, kKernels, blocks);
   EXPECT_TRUE(fixed.is_ok()) << p.name << ", fixed: " << fixed.to_string();

@@ -27,7 +27,9 @@ using runtime::interpret::kWarpSize;
 // ---- PTX ISA fragment layouts (groupID = lane >> 2, threadID_in_group = lane % 4).
 // m16n8k16 A (16x16, .f16/.bf16): a0,a1 and a4,a5 in row groupID, a2,a3 and a6,a7 in row
 // groupID + 8; column threadID_in_group * 2 + (i & 1), plus 8 for a4..a7.
-int k16_a_row(int lane, int i) { return (i == 2 || i == 3 || i == 6 || i == 7) ? lane / 4 + 8 : lane / 4; }
+int k16_a_row(int lane, int i) {
+  return (i == 2 || i == 3 || i == 6 || i == 7) ? lane / 4 + 8 : lane / 4;
+}
 int k16_a_col(int lane, int i) { return (lane % 4) * 2 + (i & 1) + (i >= 4 ? 8 : 0); }
 // m16n8k16 B (16x8): b0,b1 in rows threadID_in_group * 2 + (i & 1), b2,b3 8 rows lower;
 // column groupID.
@@ -57,9 +59,12 @@ Mma16 make_mma16(bool bf16, std::uint32_t seed) {
   Mma16 m;
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> v(-64, 64);
-  for (auto& row : m.a) for (double& x : row) x = v(rng) / 32.0;
-  for (auto& row : m.b) for (double& x : row) x = v(rng) / 32.0;
-  for (auto& row : m.c) for (double& x : row) x = v(rng) / 8.0;
+  for (auto& row : m.a)
+    for (double& x : row) x = v(rng) / 32.0;
+  for (auto& row : m.b)
+    for (double& x : row) x = v(rng) / 32.0;
+  for (auto& row : m.c)
+    for (double& x : row) x = v(rng) / 8.0;
   for (int lane = 0; lane < kWarpSize; ++lane) {
     for (int i = 0; i < 8; ++i) {
       const std::uint32_t bits = to_bits(m.a[k16_a_row(lane, i)][k16_a_col(lane, i)], bf16);
@@ -69,7 +74,8 @@ Mma16 make_mma16(bool bf16, std::uint32_t seed) {
       const std::uint32_t bits = to_bits(m.b[k16_b_row(lane, i)][lane / 4], bf16);
       m.b_regs[lane][i / 2] |= bits << (16 * (i % 2));
     }
-    for (int i = 0; i < 4; ++i) m.acc[lane][i] = static_cast<float>(m.c[c_row(lane, i)][c_col(lane, i)]);
+    for (int i = 0; i < 4; ++i)
+      m.acc[lane][i] = static_cast<float>(m.c[c_row(lane, i)][c_col(lane, i)]);
   }
   return m;
 }
@@ -97,8 +103,10 @@ TEST(CudaWarpOps, Mma16x8x8Tf32MatchesMatrixProduct) {
   double a[16][8], b[8][8];
   std::mt19937 rng(11);
   std::uniform_int_distribution<int> v(-512, 512);
-  for (auto& row : a) for (double& x : row) x = v(rng) / 256.0;
-  for (auto& row : b) for (double& x : row) x = v(rng) / 256.0;
+  for (auto& row : a)
+    for (double& x : row) x = v(rng) / 256.0;
+  for (auto& row : b)
+    for (double& x : row) x = v(rng) / 256.0;
   std::uint32_t a_regs[kWarpSize][4], b_regs[kWarpSize][2];
   float acc[kWarpSize][4] = {};
   auto bits = [](double x) {
@@ -127,8 +135,10 @@ TEST(CudaWarpOps, Mma8x8x4F64MatchesMatrixProduct) {
   double a[8][4], b[4][8], la[kWarpSize], lb[kWarpSize], acc[kWarpSize][2];
   std::mt19937 rng(5);
   std::uniform_real_distribution<double> v(-1, 1);
-  for (auto& row : a) for (double& x : row) x = v(rng);
-  for (auto& row : b) for (double& x : row) x = v(rng);
+  for (auto& row : a)
+    for (double& x : row) x = v(rng);
+  for (auto& row : b)
+    for (double& x : row) x = v(rng);
   for (int lane = 0; lane < kWarpSize; ++lane) {
     la[lane] = a[lane / 4][lane % 4];
     lb[lane] = b[lane % 4][lane / 4];
@@ -150,7 +160,8 @@ TEST(CudaWarpOps, LdmatrixMatchesCopy) {
   std::uint16_t rows[4][8][8];
   for (int j = 0; j < 4; ++j)
     for (int r = 0; r < 8; ++r)
-      for (int c = 0; c < 8; ++c) rows[j][r][c] = static_cast<std::uint16_t>((8 * j + r) * 8 + c + 1);
+      for (int c = 0; c < 8; ++c)
+        rows[j][r][c] = static_cast<std::uint16_t>((8 * j + r) * 8 + c + 1);
   for (const int matrices : {1, 2, 4}) {
     for (const bool trans : {false, true}) {
       std::uint32_t out[kWarpSize][4] = {};
@@ -160,8 +171,8 @@ TEST(CudaWarpOps, LdmatrixMatchesCopy) {
           const int r = lane / 4, c = 2 * (lane % 4);
           const std::uint32_t lo = trans ? rows[j][c][r] : rows[j][r][c];
           const std::uint32_t hi = trans ? rows[j][c + 1][r] : rows[j][r][c + 1];
-          EXPECT_EQ(out[lane][j], lo | (hi << 16)) << "x" << matrices << (trans ? ".trans" : "")
-                                                   << " lane " << lane << " matrix " << j;
+          EXPECT_EQ(out[lane][j], lo | (hi << 16))
+              << "x" << matrices << (trans ? ".trans" : "") << " lane " << lane << " matrix " << j;
         }
       }
     }
@@ -241,7 +252,8 @@ TEST(CudaWarpOps, InterpretedMmaMatchesMatrixProduct) {
 TEST(CudaWarpOps, InterpretedLdmatrixMatchesCopy) {
   RawBuffers buffers;
   buffers.y.resize(6 * 128 * sizeof(std::uint32_t), 0);
-  ASSERT_TRUE(run_cuda_source("ldmatrix_all", kLdmatrixKernel, {{"ldmatrix_all"}}, &buffers).is_ok());
+  ASSERT_TRUE(
+      run_cuda_source("ldmatrix_all", kLdmatrixKernel, {{"ldmatrix_all"}}, &buffers).is_ok());
   const std::vector<std::uint32_t> out = values_of<std::uint32_t>(buffers.y);
   auto element = [](int row, int col) { return static_cast<std::uint32_t>(row * 8 + col + 1); };
   int variant = 0;
@@ -265,12 +277,14 @@ TEST(CudaWarpOps, InterpretedCpAsyncGroupsAndZeroFill) {
   std::vector<float> src(64);
   for (int i = 0; i < 64; ++i) src[static_cast<std::size_t>(i)] = 10.0f + i;
   std::vector<std::uint32_t> pairs(64);
-  for (int i = 0; i < 64; ++i) pairs[static_cast<std::size_t>(i)] = 1000u + static_cast<std::uint32_t>(i);
+  for (int i = 0; i < 64; ++i)
+    pairs[static_cast<std::size_t>(i)] = 1000u + static_cast<std::uint32_t>(i);
   RawBuffers buffers;
   buffers.x = bytes_of(src);
   buffers.w = bytes_of(pairs);
   buffers.y.resize(32 * 8 * sizeof(float));
-  const Status s = run_cuda_source("cp_async_groups", kCpAsyncKernel, {{"cp_async_groups"}}, &buffers);
+  const Status s =
+      run_cuda_source("cp_async_groups", kCpAsyncKernel, {{"cp_async_groups"}}, &buffers);
   ASSERT_TRUE(s.is_ok()) << s.to_string();
   const std::vector<float> out = values_of<float>(buffers.y);
   for (int t = 0; t < 32; ++t) {

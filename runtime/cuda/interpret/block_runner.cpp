@@ -1,10 +1,10 @@
 #include "runtime/cuda/interpret/block_runner.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <deque>
-
-#include <fmt/format.h>
 
 #include "runtime/cuda/interpret/fiber.hpp"
 #include "runtime/cuda/interpret/shared_memory.hpp"
@@ -151,8 +151,8 @@ int api_shared_access(const void* base, const void* address, unsigned long bytes
 void* api_shared_array(unsigned long bytes, unsigned long align, const char* name, int line) {
   BlockRunner::Impl& r = *t_impl;
   std::string error;
-  std::byte* p = r.shared.declare(r.current->next_shared++, bytes, std::max(1ul, align), name,
-                                  &error);
+  std::byte* p =
+      r.shared.declare(r.current->next_shared++, bytes, std::max(1ul, align), name, &error);
   if (p == nullptr) r.report(error, line);
   return p;
 }
@@ -228,8 +228,8 @@ void api_cp_async(void* shared, const void* global, int bytes, int src_bytes, in
              line);
     return;
   }
-  if (src_bytes > 0 && !r.check_global(global, global, static_cast<std::size_t>(src_bytes),
-                                       false, line)) {
+  if (src_bytes > 0 &&
+      !r.check_global(global, global, static_cast<std::size_t>(src_bytes), false, line)) {
     return;
   }
   r.current->open_group.push_back({static_cast<std::byte*>(shared),
@@ -253,10 +253,21 @@ void api_cp_async_wait(int pending, int line) {
 }
 
 const cj_interpret_api kApi = {
-    CJ_INTERPRET_ABI_VERSION, &api_thread_idx,    &api_block_idx,       &api_block_dim,
-    &api_grid_dim,            &api_global_access, &api_shared_access,   &api_shared_array,
-    &api_sync_threads,        &api_shfl,          &api_ldmatrix,        &api_mma,
-    &api_cp_async,            &api_cp_async_commit, &api_cp_async_wait,
+    CJ_INTERPRET_ABI_VERSION,
+    &api_thread_idx,
+    &api_block_idx,
+    &api_block_dim,
+    &api_grid_dim,
+    &api_global_access,
+    &api_shared_access,
+    &api_shared_array,
+    &api_sync_threads,
+    &api_shfl,
+    &api_ldmatrix,
+    &api_mma,
+    &api_cp_async,
+    &api_cp_async_commit,
+    &api_cp_async_wait,
 };
 
 }  // namespace
@@ -328,8 +339,9 @@ bool BlockRunner::Impl::check_shared(int thread, const void* base, const void* a
     return false;
   }
   if (reinterpret_cast<std::uintptr_t>(address) % bytes != 0) {
-    report(thread, fmt::format("misaligned shared {} of {} bytes at byte offset {} of {}",
-                               access_name(is_write), bytes, in_array, array->name),
+    report(thread,
+           fmt::format("misaligned shared {} of {} bytes at byte offset {} of {}",
+                       access_name(is_write), bytes, in_array, array->name),
            line);
     return false;
   }
@@ -455,7 +467,8 @@ void BlockRunner::Impl::complete(WarpOp& op, int warp, int lanes) {
       for (int l = 0; l < kWarpSize; ++l) std::memcpy(op.out[l], acc[l], sizeof acc[l]);
       return;
     }
-    case WarpOpKind::kNone: return;
+    case WarpOpKind::kNone:
+      return;
   }
 }
 
@@ -463,13 +476,13 @@ void BlockRunner::Impl::perform_copies(std::vector<AsyncCopy>& group) {
   for (const AsyncCopy& c : group) {
     std::byte staged[16] = {};
     if (c.src_bytes > 0) std::memcpy(staged, c.global, static_cast<std::size_t>(c.src_bytes));
-    const std::string problem =
-        shared.record(shared.offset_of(c.shared), static_cast<std::size_t>(c.bytes), true,
-                      current->linear, c.line,
-                      [](int t, void* context) -> const std::string& {
-                        return static_cast<BlockRunner::Impl*>(context)->thread_name(t);
-                      },
-                      this);
+    const std::string problem = shared.record(
+        shared.offset_of(c.shared), static_cast<std::size_t>(c.bytes), true, current->linear,
+        c.line,
+        [](int t, void* context) -> const std::string& {
+          return static_cast<BlockRunner::Impl*>(context)->thread_name(t);
+        },
+        this);
     if (!problem.empty()) report(problem, c.line);
     std::memcpy(c.shared, staged, static_cast<std::size_t>(c.bytes));
   }
@@ -482,18 +495,17 @@ void BlockRunner::Impl::finish_thread(ThreadContext& t) {
     for (const AsyncCopy& c : group) pending_line = c.line;
   }
   if (pending_line != 0) {
-    report(t.linear, "cp.async copies (the last issued here) were never waited for",
-           pending_line);
+    report(t.linear, "cp.async copies (the last issued here) were never waited for", pending_line);
   }
   t.state = ThreadState::kDone;
 }
 
 std::string BlockRunner::Impl::describe_deadlock(const ThreadContext& waiting) {
   auto where = [](const ThreadContext& t) {
-    return fmt::format("{} (line {})",
-                       t.state == ThreadState::kAtBarrier ? "__syncthreads()"
-                                                          : "a warp-level operation",
-                       t.wait_line);
+    return fmt::format(
+        "{} (line {})",
+        t.state == ThreadState::kAtBarrier ? "__syncthreads()" : "a warp-level operation",
+        t.wait_line);
   };
   if (waiting.state == ThreadState::kInWarpOp) {
     const int warp = waiting.linear / kWarpSize;
@@ -508,20 +520,24 @@ std::string BlockRunner::Impl::describe_deadlock(const ThreadContext& waiting) {
       }
     }
     if (elsewhere != nullptr) {
-      return fmt::format("deadlock: divergent warp: this lane waits at {} while lane {} of its "
-                         "warp waits at {}",
-                         where(waiting), elsewhere->linear % kWarpSize, where(*elsewhere));
+      return fmt::format(
+          "deadlock: divergent warp: this lane waits at {} while lane {} of its "
+          "warp waits at {}",
+          where(waiting), elsewhere->linear % kWarpSize, where(*elsewhere));
     }
-    return fmt::format("divergent warp-level operation: lanes of warp {} wait at {} for {} lanes "
-                       "that exited without taking part",
-                       warp, where(waiting), exited);
+    return fmt::format(
+        "divergent warp-level operation: lanes of warp {} wait at {} for {} lanes "
+        "that exited without taking part",
+        warp, where(waiting), exited);
   }
   for (int i = 0; i < thread_count; ++i) {
     const ThreadContext& t = *threads[static_cast<std::size_t>(i)];
-    if (t.state != ThreadState::kDone && (t.state != waiting.state || t.wait_line != waiting.wait_line)) {
-      return fmt::format("deadlock: divergent barriers: this thread waits at {} while thread {} "
-                         "waits at {}",
-                         where(waiting), thread_name(i), where(t));
+    if (t.state != ThreadState::kDone &&
+        (t.state != waiting.state || t.wait_line != waiting.wait_line)) {
+      return fmt::format(
+          "deadlock: divergent barriers: this thread waits at {} while thread {} "
+          "waits at {}",
+          where(waiting), thread_name(i), where(t));
     }
   }
   return fmt::format("deadlock at {}", where(waiting));
@@ -587,10 +603,17 @@ void BlockRunner::run_block(const LaunchInfo& launch, std::int64_t linear_block,
     int done = 0, at_barrier = 0, runnable = 0;
     for (int i = 0; i < n; ++i) {
       switch (r.threads[static_cast<std::size_t>(i)]->state) {
-        case ThreadState::kDone: ++done; break;
-        case ThreadState::kAtBarrier: ++at_barrier; break;
-        case ThreadState::kRunnable: ++runnable; break;
-        case ThreadState::kInWarpOp: break;
+        case ThreadState::kDone:
+          ++done;
+          break;
+        case ThreadState::kAtBarrier:
+          ++at_barrier;
+          break;
+        case ThreadState::kRunnable:
+          ++runnable;
+          break;
+        case ThreadState::kInWarpOp:
+          break;
       }
     }
     if (done == n) break;
@@ -602,7 +625,8 @@ void BlockRunner::run_block(const LaunchInfo& launch, std::int64_t linear_block,
       if (t.state == ThreadState::kDone) continue;
       if (waiting == nullptr) {
         waiting = &t;
-      } else if (other == nullptr && (t.state != waiting->state || t.wait_line != waiting->wait_line)) {
+      } else if (other == nullptr &&
+                 (t.state != waiting->state || t.wait_line != waiting->wait_line)) {
         other = &t;
       }
     }

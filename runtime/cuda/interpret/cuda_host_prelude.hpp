@@ -32,8 +32,7 @@ extern "C" __attribute__((visibility("default"))) int cj_interpret_bind(
 #define CJ_STG(pointer, index, value) \
   cj_store_global((pointer), (long long)(index), (value), __LINE__)
 #define CJ_LDS(array, index) cj_load_shared((array), (long long)(index), __LINE__)
-#define CJ_STS(array, index, value) \
-  cj_store_shared((array), (long long)(index), (value), __LINE__)
+#define CJ_STS(array, index, value) cj_store_shared((array), (long long)(index), (value), __LINE__)
 
 template <typename T>
 static inline T cj_load_global(const T* base, long long index, int line) {

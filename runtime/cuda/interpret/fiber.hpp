@@ -4,8 +4,9 @@
 // AddressSanitizer and ThreadSanitizer when the library is built with them.
 #pragma once
 
-#include <cstddef>
 #include <ucontext.h>
+
+#include <cstddef>
 
 namespace convjit::runtime::interpret {
 

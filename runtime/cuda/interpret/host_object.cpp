@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -16,8 +17,6 @@
 #include <map>
 #include <mutex>
 #include <sstream>
-
-#include <fmt/format.h>
 
 #include "frontend/hash.hpp"
 
@@ -86,8 +85,8 @@ class TempDir {
  public:
   TempDir() {
     const char* tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") +
-                          "/convjit-interpret-XXXXXX";
+    std::string pattern =
+        std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/convjit-interpret-XXXXXX";
     if (::mkdtemp(pattern.data()) != nullptr) path_ = pattern;
   }
   ~TempDir() {
@@ -162,11 +161,23 @@ Expected<const HostCompiler*> host_compiler() {
       // warp operation calls into it), so optimising the kernel's own code buys little and
       // doubles the build time; unoptimised code also steps well in a debugger. No fast math
       // and no contraction: results are those of the operations the kernel spells out.
-      compiler->flags = {"-std=c++17", "-O0", "-fPIC", "-shared", "-w", "-fno-exceptions",
-                         "-fno-rtti", "-fvisibility=hidden", "-ffp-contract=off"};
+      compiler->flags = {"-std=c++17",
+                         "-O0",
+                         "-fPIC",
+                         "-shared",
+                         "-w",
+                         "-fno-exceptions",
+                         "-fno-rtti",
+                         "-fvisibility=hidden",
+                         "-ffp-contract=off"};
 #if defined(__x86_64__)
       if (__builtin_cpu_supports("fma")) compiler->flags.push_back("-mfma");
 #endif
+      // For debugging an interpreted kernel, e.g. CONVJIT_INTERPRET_CXXFLAGS=-g (part of the
+      // cache key like every other flag).
+      if (const char* extra = std::getenv("CONVJIT_INTERPRET_CXXFLAGS")) {
+        for (std::string& flag : split_words(extra)) compiler->flags.push_back(std::move(flag));
+      }
       found = compiler;
       return;
     }
@@ -201,8 +212,9 @@ Expected<std::shared_ptr<const HostObject>> HostObject::open(const std::string& 
   auto bind = reinterpret_cast<Bind>(::dlsym(handle, "cj_interpret_bind"));
   if (bind == nullptr || bind(interpret_api()) != CJ_INTERPRET_ABI_VERSION) {
     ::dlclose(handle);
-    return invalid_argument("cuda-interpret: the kernel object was built for another version of "
-                            "the interpreter");
+    return invalid_argument(
+        "cuda-interpret: the kernel object was built for another version of "
+        "the interpreter");
   }
   std::shared_ptr<HostObject> object(new HostObject());
   object->handle_ = handle;
@@ -227,9 +239,14 @@ Expected<std::shared_ptr<const HostObject>> HostObject::build(std::string_view b
     return resource_exhausted(fmt::format("cuda-interpret: cannot create a temporary directory: {}",
                                           std::strerror(errno)));
   }
-  const std::string cpp = dir.file("kernel.cpp");
+  std::string cpp = dir.file("kernel.cpp");
   const std::string so = dir.file("kernel.so");
   const std::string log = dir.file("compile.log");
+  // For a debugger: CONVJIT_INTERPRET_KEEP_DIR keeps each kernel's host source (built from
+  // there, so debug information points at it).
+  if (const char* keep = std::getenv("CONVJIT_INTERPRET_KEEP_DIR"); keep != nullptr && *keep) {
+    cpp = fmt::format("{}/{}.{}.cpp", keep, name, key.substr(0, 8));
+  }
   if (!write_file(cpp, source.data(), source.size())) {
     return resource_exhausted("cuda-interpret: cannot write " + cpp);
   }

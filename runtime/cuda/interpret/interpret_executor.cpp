@@ -1,9 +1,9 @@
 #include "runtime/cuda/interpret/interpret_executor.hpp"
 
+#include <fmt/format.h>
+
 #include <cstring>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "frontend/hash.hpp"
 #include "runtime/cuda/interpret/block_runner.hpp"
@@ -58,10 +58,11 @@ class InterpretModule final : public CudaModule {
                     buffer(operands.w, program.w_bytes, "w", 'w'),
                     buffer(operands.y, program.y_bytes, "y", 'y')};
     if (workspace != nullptr) {
-      info.buffers.push_back({static_cast<const std::byte*>(workspace), program.workspace_bytes,
-                              "workspace", true});
+      info.buffers.push_back(
+          {static_cast<const std::byte*>(workspace), program.workspace_bytes, "workspace", true});
     }
-    const ParallelFor parallel = context.parallel_for ? context.parallel_for : ParallelFor(serial_for);
+    const ParallelFor parallel =
+        context.parallel_for ? context.parallel_for : ParallelFor(serial_for);
     for (std::size_t i = 0; i < program.launches.size(); ++i) {
       const CudaLaunch& launch = program.launches[i];
       info.kernel = launch.symbol;
@@ -69,8 +70,8 @@ class InterpretModule final : public CudaModule {
       info.entry = entries_[i];
       info.grid = {launch.grid[0], launch.grid[1], launch.grid[2]};
       info.block = {launch.block[0], launch.block[1], launch.block[2]};
-      const std::int64_t blocks = static_cast<std::int64_t>(launch.grid[0]) * launch.grid[1] *
-                                  launch.grid[2];
+      const std::int64_t blocks =
+          static_cast<std::int64_t>(launch.grid[0]) * launch.grid[1] * launch.grid[2];
       ErrorSink errors;
       // Blocks are independent (as on a GPU): the runtime's threads take chunks of them.
       parallel(blocks, [&](std::int64_t begin, std::int64_t end) {
@@ -110,10 +111,9 @@ class InterpretExecutor final : public codegen::CudaExecutor {
  public:
   InterpretExecutor(CudaDeviceInfo info, std::string compiler_key)
       : info_(std::move(info)),
-        target_(fmt::format("interpret-{}/{}", info_.arch_name(),
-                            hash128(compiler_key + "\n" + std::string(host_prelude_text()))
-                                .hex()
-                                .substr(0, 16))) {}
+        target_(fmt::format(
+            "interpret-{}/{}", info_.arch_name(),
+            hash128(compiler_key + "\n" + std::string(host_prelude_text())).hex().substr(0, 16))) {}
 
   const std::string& device() const override { return device_; }
   codegen::MemorySpace memory_space() const override { return codegen::MemorySpace::kHost; }
@@ -121,8 +121,7 @@ class InterpretExecutor final : public codegen::CudaExecutor {
   std::string target_name() const override { return target_; }
   bool needs_cubin() const override { return false; }
 
-  Expected<std::shared_ptr<const CudaModule>> load(const CudaProgram& program,
-                                                   const CudaBinary*,
+  Expected<std::shared_ptr<const CudaModule>> load(const CudaProgram& program, const CudaBinary*,
                                                    Artifacts* artifacts) const override {
     if (program.launches.empty()) {
       return std::shared_ptr<const CudaModule>(

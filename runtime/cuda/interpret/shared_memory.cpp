@@ -18,9 +18,10 @@ std::byte* SharedMemory::declare(std::size_t index, std::size_t bytes, std::size
   if (index < arrays_.size()) {
     const Array& a = arrays_[index];
     if (a.bytes != bytes || a.name != name) {
-      *error = fmt::format("__shared__ array {} is declared as {} ({} bytes) by one thread and as "
-                           "{} ({} bytes) by another",
-                           index, a.name, a.bytes, name, bytes);
+      *error = fmt::format(
+          "__shared__ array {} is declared as {} ({} bytes) by one thread and as "
+          "{} ({} bytes) by another",
+          index, a.name, a.bytes, name, bytes);
       return nullptr;
     }
     return arena_.data() + a.offset;
@@ -31,9 +32,10 @@ std::byte* SharedMemory::declare(std::size_t index, std::size_t bytes, std::size
   }
   const std::size_t offset = (used_ + align - 1) / align * align;
   if (offset + bytes > kMaxStaticSharedBytes) {
-    *error = fmt::format("__shared__ array {} of {} bytes takes the block past the {} bytes of "
-                         "static shared memory",
-                         name, bytes, kMaxStaticSharedBytes);
+    *error = fmt::format(
+        "__shared__ array {} of {} bytes takes the block past the {} bytes of "
+        "static shared memory",
+        name, bytes, kMaxStaticSharedBytes);
     return nullptr;
   }
   arrays_.push_back({offset, bytes, name});
@@ -61,9 +63,10 @@ std::string SharedMemory::record(std::size_t offset, std::size_t bytes, bool is_
     if (problem.empty()) {
       if (is_write) {
         if (s.write_epoch == now && s.writer != thread) {
-          problem = fmt::format("shared-memory race: written by thread {} (line {}) and again by "
-                                "this thread with no __syncthreads() between",
-                                thread_name(s.writer, context), s.write_line);
+          problem = fmt::format(
+              "shared-memory race: written by thread {} (line {}) and again by "
+              "this thread with no __syncthreads() between",
+              thread_name(s.writer, context), s.write_line);
         } else if (s.read_epoch == now && s.reader != thread && s.reader != kNoThread) {
           problem = fmt::format(
               "shared-memory race: read by {} (line {}) and written by this thread with no "
@@ -76,9 +79,10 @@ std::string SharedMemory::record(std::size_t offset, std::size_t bytes, bool is_
         if (s.init_block != block_) {
           problem = "read of uninitialised shared memory (no thread of this block wrote it)";
         } else if (s.write_epoch == now && s.writer != thread) {
-          problem = fmt::format("shared-memory race: written by thread {} (line {}) and read by "
-                                "this thread with no __syncthreads() between",
-                                thread_name(s.writer, context), s.write_line);
+          problem = fmt::format(
+              "shared-memory race: written by thread {} (line {}) and read by "
+              "this thread with no __syncthreads() between",
+              thread_name(s.writer, context), s.write_line);
         }
       }
     }

@@ -29,7 +29,7 @@ double sixteen_bit_value(std::uint16_t bits, bool bf16) {
 // threadID_in_group = lane % 4.
 RowCol m16n8k16_a(int lane, int i) {
   const int group = lane / 4, tig = lane % 4;
-  const int row = group + ((i / 2) % 2) * 8;   // a0,a1: g; a2,a3: g+8; a4,a5: g; a6,a7: g+8
+  const int row = group + ((i / 2) % 2) * 8;  // a0,a1: g; a2,a3: g+8; a4,a5: g; a6,a7: g+8
   const int col = tig * 2 + (i % 2) + (i / 4) * 8;
   return {row, col};
 }
@@ -80,9 +80,7 @@ void mma_m16n8k16(const std::uint32_t (&a)[kWarpSize][4], const std::uint32_t (&
 
 void mma_m16n8k8_tf32(const std::uint32_t (&a)[kWarpSize][4],
                       const std::uint32_t (&b)[kWarpSize][2], float (&acc)[kWarpSize][4]) {
-  auto tf32 = [](std::uint32_t u) {
-    return static_cast<double>(bits_to_float(u & 0xffffe000u));
-  };
+  auto tf32 = [](std::uint32_t u) { return static_cast<double>(bits_to_float(u & 0xffffe000u)); };
   double A[16][8] = {}, B[8][8] = {};
   for (int lane = 0; lane < kWarpSize; ++lane) {
     for (int i = 0; i < 4; ++i) {
@@ -147,10 +145,18 @@ void shuffle(ShuffleMode mode, const std::uint32_t (&values)[kWarpSize],
     const int operand = operands[lane];
     int source = lane;
     switch (mode) {
-      case ShuffleMode::kIndex: source = operand & 31; break;
-      case ShuffleMode::kUp: source = lane - operand >= 0 ? lane - operand : lane; break;
-      case ShuffleMode::kDown: source = lane + operand < kWarpSize ? lane + operand : lane; break;
-      case ShuffleMode::kXor: source = (lane ^ operand) & 31; break;
+      case ShuffleMode::kIndex:
+        source = operand & 31;
+        break;
+      case ShuffleMode::kUp:
+        source = lane - operand >= 0 ? lane - operand : lane;
+        break;
+      case ShuffleMode::kDown:
+        source = lane + operand < kWarpSize ? lane + operand : lane;
+        break;
+      case ShuffleMode::kXor:
+        source = (lane ^ operand) & 31;
+        break;
     }
     out[lane] = values[source];
   }

@@ -31,11 +31,11 @@ struct RowCol {
 RowCol m16n8k16_a(int lane, int i);
 RowCol m16n8k16_b(int lane, int i);  // row = k, col = n
 RowCol m16n8_acc(int lane, int i);
-RowCol m16n8k8_a(int lane, int i);   // i < 4
-RowCol m16n8k8_b(int lane, int i);   // i < 2
+RowCol m16n8k8_a(int lane, int i);  // i < 4
+RowCol m16n8k8_b(int lane, int i);  // i < 2
 RowCol m8n8k4_a(int lane);
 RowCol m8n8k4_b(int lane);
-RowCol m8n8_acc(int lane, int i);    // i < 2
+RowCol m8n8_acc(int lane, int i);  // i < 2
 
 /// ldmatrix.m8n8.x{1,2,4}[.trans].b16: `rows[j][r]` is the 16-byte row r of matrix j (the
 /// memory lane 8*j + r addressed), as 8 16-bit values; out[lane][j] receives the lane's
