@@ -16,11 +16,13 @@ constexpr std::align_val_t kHostAlignment{64};
 
 bool on_host(const Device& device) { return device.kind != Device::Kind::kCuda; }
 
+#ifndef CONVJIT_HAVE_CUDA
 Status no_cuda_support() {
   return unimplemented(
       "convjit was built without CUDA support (-DCONVJIT_CUDA=OFF or no CUDA "
       "toolkit at build time)");
 }
+#endif
 
 }  // namespace
 

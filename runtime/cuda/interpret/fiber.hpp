@@ -56,12 +56,12 @@ class Fiber {
   void* arg_ = nullptr;
   bool started_ = false;
   bool finished_ = false;
-  // Sanitizer bookkeeping.
-  void* fake_stack_ = nullptr;
-  const void* scheduler_stack_bottom_ = nullptr;
-  std::size_t scheduler_stack_size_ = 0;
-  void* tsan_fiber_ = nullptr;
-  void* tsan_scheduler_ = nullptr;
+  // Sanitizer bookkeeping (used only in builds with AddressSanitizer or ThreadSanitizer).
+  [[maybe_unused]] void* fake_stack_ = nullptr;
+  [[maybe_unused]] const void* scheduler_stack_bottom_ = nullptr;
+  [[maybe_unused]] std::size_t scheduler_stack_size_ = 0;
+  [[maybe_unused]] void* tsan_fiber_ = nullptr;
+  [[maybe_unused]] void* tsan_scheduler_ = nullptr;
 };
 
 }  // namespace convjit::runtime::interpret
