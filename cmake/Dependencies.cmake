@@ -26,11 +26,18 @@ target_include_directories(convjit_deps SYSTEM INTERFACE ${CONVJIT_DEPS_INCLUDE_
 target_compile_definitions(convjit_deps INTERFACE ${CONVJIT_DEPS_DEFINITIONS})
 target_link_libraries(convjit_deps INTERFACE convjit_fmt)
 
+# The CUDA backend needs the toolkit's headers (cuda.h, nvrtc.h) at build time only: NVRTC and
+# the driver are opened at run time, so the library builds, loads and runs without a GPU.
 find_package(CUDAToolkit QUIET)
-if(CUDAToolkit_FOUND)
-  message(STATUS "convjit: CUDA toolkit ${CUDAToolkit_VERSION} found")
+option(CONVJIT_CUDA "Build the CUDA backend and its interpret mode (needs the CUDA toolkit's headers)"
+       ${CUDAToolkit_FOUND})
+if(CONVJIT_CUDA AND NOT CUDAToolkit_FOUND)
+  message(FATAL_ERROR "CONVJIT_CUDA=ON needs the CUDA toolkit's headers (set CUDAToolkit_ROOT)")
+endif()
+if(CONVJIT_CUDA)
+  message(STATUS "convjit: CUDA toolkit ${CUDAToolkit_VERSION} found: the CUDA backend builds")
 else()
-  message(STATUS "convjit: CUDA toolkit not found")
+  message(STATUS "convjit: the CUDA backend is off (no toolkit, or -DCONVJIT_CUDA=OFF)")
 endif()
 
 # LLVM is not a build dependency: `convjit cache show` opens LLVM's shared library with dlopen

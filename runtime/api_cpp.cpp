@@ -8,7 +8,10 @@
 #include "frontend/validate.hpp"
 #include "reference/naive.hpp"
 #include "runtime/api_error.hpp"
+#include "runtime/backend_registry.hpp"
 #include "runtime/compile.hpp"
+#include "runtime/device_memory.hpp"
+#include "runtime/env.hpp"
 #include "runtime/kernel.hpp"
 
 namespace convjit {
@@ -104,6 +107,48 @@ std::vector<std::int64_t> Kernel::operand_shape(int index) const {
   }
   const std::array<std::int64_t, 4> shape = impl.operand_shape(index);
   return {shape.begin(), shape.end()};
+}
+
+namespace {
+
+runtime::Device parse_or_throw(const std::string& device) {
+  Expected<runtime::Device> parsed = runtime::parse_device(device, runtime::env().cuda_interpret);
+  if (!parsed.has_value()) runtime::throw_status(parsed.status());
+  return *parsed;
+}
+
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(const std::string& device, std::size_t bytes)
+    : bytes_(bytes), device_(device) {
+  Expected<std::shared_ptr<void>> memory =
+      runtime::allocate_device_memory(parse_or_throw(device), bytes);
+  if (!memory.has_value()) runtime::throw_status(memory.status());
+  data_ = std::move(memory).value();
+}
+
+void DeviceBuffer::copy_from_host(const void* source, std::size_t bytes) {
+  if (bytes > bytes_) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("DeviceBuffer::copy_from_host: {} bytes into a buffer of {}", bytes,
+                            bytes_));
+  }
+  runtime::throw_if_error(
+      runtime::copy_to_device_memory(parse_or_throw(device_), data_.get(), source, bytes));
+}
+
+void DeviceBuffer::copy_to_host(void* destination, std::size_t bytes) const {
+  if (bytes > bytes_) {
+    throw Error(ErrorKind::kInvalidArgument,
+                fmt::format("DeviceBuffer::copy_to_host: {} bytes from a buffer of {}", bytes,
+                            bytes_));
+  }
+  runtime::throw_if_error(
+      runtime::copy_from_device_memory(parse_or_throw(device_), destination, data_.get(), bytes));
+}
+
+void synchronize(const std::string& device, void* stream) {
+  runtime::throw_if_error(runtime::synchronize_device(parse_or_throw(device), stream));
 }
 
 Kernel compile(const OpDescriptor& desc, const CompileOptions& options) {

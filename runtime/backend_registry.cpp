@@ -9,6 +9,12 @@
 
 #include "codegen/interpreter/interpreter_backend.hpp"
 
+#ifdef CONVJIT_HAVE_CUDA
+#include "codegen/cuda/cuda_backend.hpp"
+#include "runtime/cuda/gpu_executor.hpp"
+#include "runtime/cuda/interpret/interpret_executor.hpp"
+#endif
+
 #if __has_include("codegen/x86/x86_backend.hpp")
 #include "codegen/x86/x86_backend.hpp"
 #define CONVJIT_HAVE_X86_BACKEND 1
@@ -34,6 +40,22 @@ Expected<std::unique_ptr<codegen::Backend>> make_x86(const Device&, cpu::Isa isa
 }
 #endif
 
+#ifdef CONVJIT_HAVE_CUDA
+bool serves_cuda(Device::Kind kind) {
+  return kind == Device::Kind::kCuda || kind == Device::Kind::kCudaInterpret;
+}
+
+// One backend for both CUDA devices: the executor decides where its programs run (the GPU
+// through the driver, or the host through the interpreter).
+Expected<std::unique_ptr<codegen::Backend>> make_cuda(const Device& device, cpu::Isa) {
+  Expected<std::shared_ptr<const codegen::CudaExecutor>> executor =
+      device.kind == Device::Kind::kCudaInterpret ? interpret::make_interpret_executor()
+                                                  : cuda::make_gpu_executor(device.ordinal);
+  if (!executor) return executor.status();
+  return codegen::make_cuda_backend(std::move(executor).value());
+}
+#endif
+
 Expected<std::unique_ptr<codegen::Backend>> make_interpreter(const Device&, cpu::Isa) {
   return codegen::make_interpreter_backend();
 }
@@ -43,6 +65,9 @@ const std::vector<Registration>& registrations() {
   static const std::vector<Registration> kRegistrations = {
 #ifdef CONVJIT_HAVE_X86_BACKEND
       {codegen::kX86BackendName, &make_x86, &serves_cpu},
+#endif
+#ifdef CONVJIT_HAVE_CUDA
+      {codegen::kCudaBackendName, &make_cuda, &serves_cuda},
 #endif
       {codegen::kInterpreterBackendName, &make_interpreter, &serves_cpu},
   };

@@ -40,8 +40,9 @@ Expected<KernelCache::Entry> build_kernel(const ConvProblem& problem,
   compiled->num_threads = options.num_threads;
   compiled->device = backend->device();
   compiled->memory_space = backend->memory_space();
-  if (problem.is_empty() && backend->memory_space() == codegen::MemorySpace::kHost) {
-    // Some operand has no elements: the result is zeros, which needs no generated code.
+  if (problem.is_empty() && backend->device() == "cpu") {
+    // Some operand has no elements: the result is zeros, which needs no generated code on the
+    // CPU. A CUDA device (its interpret mode too) runs its backend's own zero fill.
     compiled->backend = std::string(backend->name());
     compiled->name = "zero_fill";
     compiled->compile_ms = ms_since(start);

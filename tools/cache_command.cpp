@@ -21,6 +21,7 @@
 #include "runtime/disk_cache/disk_cache.hpp"
 #include "runtime/disk_cache/location.hpp"
 #include "tools/cli_args.hpp"
+#include "tools/cuda_entry_view.hpp"
 #include "tools/disassembler.hpp"
 
 namespace convjit::cli {
@@ -259,6 +260,7 @@ std::string repro_line(const dc::EntryMeta& m) {
   std::string env;
   if (m.isa.starts_with("avx2")) env += "CONVJIT_ISA=avx2 ";
   std::string line = fmt::format("{}convjit run --desc {} --backend {}", env, shell_quote(m.descriptor), m.backend);
+  if (std::string device = device_for_entry(m.backend, m.isa); !device.empty()) line += " --device " + device;
   std::string threads = key_field(m.key, "threads");
   if (!threads.empty()) line += " --threads " + threads;
   return line + " --check";
@@ -297,6 +299,9 @@ int show_entry(std::string_view prefix, const ParsedFlags& flags, const Io& io, 
     j["scheduled_ir"] = ir_text;
     j["disassembly"] = disasm;
     j["repro"] = repro_line(m);
+    if (is_cuda_entry(entry->artifacts)) {
+      for (const auto& [name, value] : cuda_entry_fields(entry->artifacts)) j[name] = value;
+    }
     fmt::print(io.out, "{}\n", j.dump(2));
     return kExitOk;
   }
@@ -322,7 +327,9 @@ int show_entry(std::string_view prefix, const ParsedFlags& flags, const Io& io, 
   }
   fmt::print(io.out, "\nscheduled IR:\n{}", ir_text);
   if (!ir_text.empty() && ir_text.back() != '\n') fmt::print(io.out, "\n");
-  if (code.empty()) {
+  if (is_cuda_entry(entry->artifacts)) {
+    print_cuda_entry(entry->artifacts, true, !flags.has("no-disasm"), io.out);
+  } else if (code.empty()) {
     fmt::print(io.out, "\n(no machine code: the {} backend does not generate any)\n", m.backend);
   } else if (!flags.has("no-disasm")) {
     fmt::print(io.out, "\ndisassembly ({}):\n{}",
@@ -456,6 +463,7 @@ std::string run_against_reference(const dc::EntryMeta& m) {
     OpDescriptor desc = parse_descriptor(m.descriptor);
     CompileOptions options;
     options.backend = m.backend;
+    options.device = device_for_entry(m.backend, m.isa);
     std::string threads = key_field(m.key, "threads");
     if (!threads.empty()) options.num_threads = std::stoi(threads);
     Kernel kernel = compile(desc, options);
@@ -464,7 +472,20 @@ std::string run_against_reference(const dc::EntryMeta& m) {
     Tensor out(desc.dtype, kernel.operand_shape(2)), expected(desc.dtype, kernel.operand_shape(2));
     fill_random(a, rng);
     fill_random(b, rng);
-    kernel.run(a.view(), b.view(), out.view());
+    if (kernel.device().rfind("cuda:", 0) == 0) {
+      // A GPU kernel runs on device copies of the operands.
+      DeviceBuffer da(kernel.device(), a.bytes()), db(kernel.device(), b.bytes());
+      DeviceBuffer dout(kernel.device(), out.bytes());
+      da.copy_from_host(a.data(), a.bytes());
+      db.copy_from_host(b.data(), b.bytes());
+      kernel.run(TensorView{a.dtype(), a.shape(), da.data()},
+                 TensorView{b.dtype(), b.shape(), db.data()},
+                 TensorView{out.dtype(), out.shape(), dout.data()});
+      synchronize(kernel.device());
+      dout.copy_to_host(out.data(), out.bytes());
+    } else {
+      kernel.run(a.view(), b.view(), out.view());
+    }
     run_reference(desc, a.view(), b.view(), expected.view());
     double max_ref = 0, max_err = 0;
     for (std::int64_t i = 0; i < out.elements(); ++i) {

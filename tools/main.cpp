@@ -13,6 +13,7 @@
 #include "tools/bench_launcher.hpp"
 #include "tools/cache_command.hpp"
 #include "tools/cli_args.hpp"
+#include "tools/compile_command.hpp"
 #include "tools/run_command.hpp"
 
 namespace {
@@ -28,6 +29,7 @@ struct Subcommand {
 
 constexpr std::array kSubcommands{
     Subcommand{"run", convjit::cli::kRunSummary, &convjit::cli::run_command},
+    Subcommand{"compile", convjit::cli::kCompileSummary, &convjit::cli::compile_command},
     Subcommand{"cache", convjit::cli::kCacheSummary, &convjit::cli::cache_command},
     Subcommand{"bench", convjit::cli::kBenchSummary, &convjit::cli::bench_command},
 };
@@ -44,7 +46,8 @@ void print_help(std::ostream& out) {
   fmt::print(out,
              "\n"
              "environment: CONVJIT_VERBOSE, CONVJIT_CACHE_DIR, CONVJIT_CACHE_CAPACITY,\n"
-             "CONVJIT_NUM_THREADS, CONVJIT_ISA, CONVJIT_BACKEND, CONVJIT_ALWAYS_COMPILE\n"
+             "CONVJIT_NUM_THREADS, CONVJIT_ISA, CONVJIT_BACKEND, CONVJIT_ALWAYS_COMPILE,\n"
+             "CONVJIT_CUDA_INTERPRET\n"
              "(see README.md).\n");
 }
 

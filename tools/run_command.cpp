@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <exception>
 #include <vector>
 
@@ -100,6 +101,8 @@ int run_checked(const RunOptions& o, std::ostream& out, std::ostream& err) {
   const OpDescriptor desc = build_descriptor(o, files.shapes);
 
   CompileOptions options;
+  options.device = o.device;
+  options.math_mode = o.math;
   options.backend = o.backend;
   options.num_threads = o.threads;
   const Kernel kernel = compile(desc, options);
@@ -109,22 +112,43 @@ int run_checked(const RunOptions& o, std::ostream& out, std::ostream& err) {
   const Tensor b = make_operand(*file_b, kernel, desc.dtype, 1, o.seed + 1);
   Tensor result(desc.dtype, kernel.operand_shape(2));
 
-  kernel.run(a.view(), b.view(), result.view());  // warm-up: first-touch pages, caches, pool
+  // A GPU kernel runs on device copies of the operands; each timed run waits for the device.
+  const bool on_gpu = kernel.device().rfind("cuda:", 0) == 0;
+  DeviceBuffer device_a, device_b, device_out;
+  TensorView view_a = a.view(), view_b = b.view(), view_out = result.view();
+  if (on_gpu) {
+    device_a = DeviceBuffer(kernel.device(), a.bytes());
+    device_b = DeviceBuffer(kernel.device(), b.bytes());
+    device_out = DeviceBuffer(kernel.device(), result.bytes());
+    device_a.copy_from_host(a.data(), a.bytes());
+    device_b.copy_from_host(b.data(), b.bytes());
+    view_a.data = device_a.data();
+    view_b.data = device_b.data();
+    view_out.data = device_out.data();
+  }
+  const auto run_once = [&] {
+    kernel.run(view_a, view_b, view_out);
+    if (on_gpu) synchronize(kernel.device());
+  };
+  run_once();  // warm-up: first-touch pages, caches, pool
   std::vector<double> times_ms;
   times_ms.reserve(static_cast<std::size_t>(o.repeats));
   for (int i = 0; i < o.repeats; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    kernel.run(a.view(), b.view(), result.view());
+    run_once();
     const auto stop = std::chrono::steady_clock::now();
     times_ms.push_back(std::chrono::duration<double, std::milli>(stop - start).count());
   }
+  if (on_gpu) device_out.copy_to_host(result.data(), result.bytes());
   std::sort(times_ms.begin(), times_ms.end());
   const std::size_t mid = times_ms.size() / 2;
   const double median_ms =
       times_ms.size() % 2 == 1 ? times_ms[mid] : (times_ms[mid - 1] + times_ms[mid]) / 2;
 
   fmt::print(out, "descriptor  {}\n", kernel.descriptor());
-  fmt::print(out, "backend     {}\n", kernel.backend());
+  fmt::print(out, "backend     {}{}\n", kernel.backend(),
+             kernel.device() == "cuda-interpret" ? " (interpreted)" : "");
+  if (kernel.device() != "cpu") fmt::print(out, "device      {}\n", kernel.device());
   fmt::print(out, "kernel      {}\n", kernel.name());
   fmt::print(out, "shapes      a={} b={} out={}\n", shape_text(a.shape()), shape_text(b.shape()),
              shape_text(result.shape()));
@@ -141,8 +165,19 @@ int run_checked(const RunOptions& o, std::ostream& out, std::ostream& err) {
   if (o.check) {
     Tensor reference(desc.dtype, kernel.operand_shape(2));
     run_reference(desc, a.view(), b.view(), reference.view());
-    const CheckResult check =
-        compare_results(desc, a, b, result, reference, o.tolerance.value_or(-1.0));
+    double tolerance = o.tolerance.value_or(-1.0);
+    if (!o.tolerance && o.math == MathMode::kTF32 && desc.dtype == DType::kFloat32) {
+      // TF32 rounds each input to 10 mantissa bits: a product is off by up to 2^-10 of its size.
+      auto max_abs = [](const Tensor& t) {
+        double m = 0;
+        for (std::int64_t i = 0; i < t.elements(); ++i) m = std::max(m, std::fabs(double(t.data_as<float>()[i])));
+        return m;
+      };
+      const double k = static_cast<double>(std::max<std::int64_t>(reduction_length(desc, a, b), 1));
+      tolerance = std::ldexp(1.0, -10) * k * max_abs(a) * max_abs(b) +
+                  std::ldexp(1.0, -23) * max_abs(reference);
+    }
+    const CheckResult check = compare_results(desc, a, b, result, reference, tolerance);
     fmt::print(out, "check       max abs error {:.3g}, max rel error {:.3g} (max |ref| {:.3g}), "
                "tolerance {:.3g}: {}\n", check.max_abs_error, check.max_rel_error,
                check.max_abs_reference, check.tolerance, check.passed ? "PASS" : "FAIL");

@@ -12,7 +12,7 @@
 namespace convjit::cli {
 namespace {
 
-constexpr std::array<FlagSpec, 21> kRunFlags{{
+constexpr std::array<FlagSpec, 23> kRunFlags{{
     {"op", "NAME", "TensorFlow op name (Conv2DBackpropInput) or Python name (conv2d_backprop_input)"},
     {"desc", "TEXT", "the whole op as one canonical descriptor line (instead of --op and attributes)"},
     {"input-sizes", "LIST", "input_sizes (backprop-input ops), or the input tensor's shape"},
@@ -30,6 +30,8 @@ constexpr std::array<FlagSpec, 21> kRunFlags{{
     {"check", "", "compare with convjit's naive reference; exit 1 beyond the tolerance"},
     {"tolerance", "X", "max abs error --check accepts (default: scaled by dtype and reduction length)"},
     {"repeats", "N", "timed runs after one warm-up; the median is reported (default 10)"},
+    {"device", "NAME", "cpu (default), cuda, cuda:N or cuda-interpret (CUDA kernels run on the host)"},
+    {"math", "MODE", "float32 math on devices that offer more: exact (default) or tf32"},
     {"backend", "NAME", "code generator, e.g. x86 or interpreter (default: $CONVJIT_BACKEND, else best)"},
     {"threads", "N", "threads per run (default: $CONVJIT_NUM_THREADS, else all cores)"},
     {"seed", "N", "seed of the random operands (default 1)"},
@@ -221,6 +223,17 @@ RunOptions parse_run_options(std::span<const std::string_view> args) {
     const std::int64_t n = parse_int(*v, "repeats");
     if (n < 1 || n > 1000000) throw UsageError("--repeats must be between 1 and 1000000");
     o.repeats = static_cast<int>(n);
+  }
+  if (auto v = flags.get("device")) {
+    if (v->empty()) throw UsageError("--device needs a device name");
+    o.device = *v;
+  }
+  if (auto v = flags.get("math")) {
+    if (*v == "tf32") {
+      o.math = MathMode::kTF32;
+    } else if (*v != "exact") {
+      throw UsageError("--math must be exact or tf32, not '" + std::string(*v) + "'");
+    }
   }
   if (auto v = flags.get("backend")) {
     if (v->empty()) throw UsageError("--backend needs a backend name");

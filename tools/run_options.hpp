@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "convjit/convjit.hpp"
 #include "convjit/types.hpp"
 #include "tools/cli_args.hpp"
 
@@ -36,6 +37,8 @@ struct RunOptions {
   bool check = false;
   std::optional<double> tolerance;
   int repeats = 10;
+  std::string device;  // empty: the CPU
+  MathMode math = MathMode::kExact;
   std::string backend;
   int threads = 0;
   std::uint64_t seed = 1;

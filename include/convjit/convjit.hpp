@@ -188,6 +188,35 @@ class Kernel {
   std::shared_ptr<const detail::KernelImpl> impl_;
 };
 
+/// Memory where kernels of `device` expect their tensors: device memory on "cuda" and "cuda:N"
+/// (from the CUDA driver), host memory (64-byte aligned) on "cpu" and "cuda-interpret". For
+/// programs without a framework of their own, such as the command line and tests; frameworks
+/// pass their own pointers to Kernel::run.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  /// `bytes` of uninitialised memory on `device`; throws convjit::Error (e.g. "no CUDA device:
+  /// ..." without a GPU, kResourceExhausted when the device is out of memory).
+  DeviceBuffer(const std::string& device, std::size_t bytes);
+  void* data() const { return data_.get(); }
+  std::size_t bytes() const { return bytes_; }
+  const std::string& device() const { return device_; }
+  /// Synchronous copies of the first `bytes` bytes, ordered after the work queued on the
+  /// device's default stream (synchronize() another stream first). Throws when `bytes`
+  /// exceeds the buffer.
+  void copy_from_host(const void* source, std::size_t bytes);
+  void copy_to_host(void* destination, std::size_t bytes) const;
+
+ private:
+  std::shared_ptr<void> data_;
+  std::size_t bytes_ = 0;
+  std::string device_;
+};
+
+/// Waits until the work queued on `stream` (nullptr: the default stream) of a CUDA device is
+/// done. Nothing to wait for on "cpu" and "cuda-interpret", whose runs are synchronous.
+void synchronize(const std::string& device, void* stream = nullptr);
+
 /// Validates and compiles (or fetches from the cache) a kernel for `desc`.
 Kernel compile(const OpDescriptor& desc, const CompileOptions& options = {});
 

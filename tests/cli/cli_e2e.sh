@@ -138,6 +138,54 @@ case "$case_name" in
       --padding VALID --out-backprop "$work/scalar.npy"
     expect_err "4-dimensional"
     ;;
+  cuda_interpret)
+    # The CUDA backend's kernels on the host: every op kind once, checked against the reference.
+    check_run --device cuda-interpret --op Conv2DBackpropInput --input-sizes 2,9,8,6 \
+      --filter-sizes 3,3,6,5 --strides 1,2,2,1 --padding SAME
+    expect_out "backend     cuda (interpreted)"; expect_out "kernel      cuda_sm80_f32_bwd_data"
+    check_run --device cuda-interpret --op Conv2DBackpropFilter --input-sizes 1,4,7,7 \
+      --filter-sizes 3,3,4,6 --padding VALID --dtype bfloat16 --data-format NCHW
+    check_run --device cuda-interpret --op DepthwiseConv2dNativeBackpropInput --input-sizes 1,6,6,3 \
+      --filter-sizes 3,3,3,2 --padding SAME --dtype half
+    check_run --device cuda-interpret --op Conv2D --input-sizes 1,6,6,8 --filter-sizes 3,3,8,8 \
+      --padding SAME --math tf32
+    expect_out "f32_tf32_fwd"
+    # CONVJIT_CUDA_INTERPRET=1 turns device cuda into the interpret mode.
+    CONVJIT_CUDA_INTERPRET=1 run_expect 0 run --device cuda --op Conv2D --input-sizes 1,4,4,2 \
+      --filter-sizes 2,2,2,2 --padding VALID --check --repeats 1
+    expect_out "(interpreted)"
+    ;;
+  cuda_compile)
+    # Compile for named GPUs without one: name, registers, spills, shared memory, source.
+    run_expect 0 compile --target sm_80 --op Conv2DBackpropFilter --input-sizes 2,16,16,32 \
+      --filter-sizes 3,3,32,64 --padding SAME --dtype half
+    for key in "kernel      cuda_sm80_f16_bwd_filter" "registers/thread" "spills 0 B stored 0 B loaded" \
+               "shared" "NVRTC"; do expect_out "$key"; done
+    run_expect 0 compile --target sm_90a --op Conv2D --input-sizes 1,8,8,4 --filter-sizes 3,3,4,4 \
+      --padding SAME --source
+    expect_out "cuda_sm90a_f32_fwd"; expect_out "CJ_KERNEL void"
+    if grep -q "#include" "$work/out.txt"; then fail "generated source has an #include"; fi
+    run_expect 0 compile --target sm_80 --op Conv2D --input-sizes 1,8,8,4 --filter-sizes 3,3,4,4 \
+      --padding SAME --plan algo=direct,threads=64 --json
+    expect_out '"kernel": "cuda_sm80_f32_fwd_nhwc_direct_t64"'
+    run_expect 0 compile --target avx2 --op Conv2D --input-sizes 1,8,8,4 --filter-sizes 3,3,4,4 --padding SAME
+    expect_out "kernel      x86_avx2"
+    run_expect 2 compile --target sm_99 --op Conv2D --input-sizes 1,8,8,4 --filter-sizes 3,3,4,4 --padding SAME
+    expect_err "unknown CUDA target 'sm_99'"
+    run_expect 1 compile --target sm_80 --op Conv2D --input-sizes 1,8,8,4 --filter-sizes 3,3,4,4 \
+      --padding SAME --plan algo=mma
+    expect_err "algo=mma needs"
+    run_expect 2 compile --op Conv2D --input-sizes 1,8,8,4 --filter-sizes 3,3,4,4 --padding SAME
+    expect_err "--target is required"
+    ;;
+  cuda_no_device)
+    # Without a GPU, device cuda is a clear error, never a crash (skipped where a GPU exists).
+    if "$convjit" run --device cuda --op Conv2D --input-sizes 1,4,4,2 --filter-sizes 2,2,2,2 \
+         --padding VALID --repeats 1 >"$work/out.txt" 2>"$work/err.txt"; then
+      echo "ok [$case_name] (a CUDA device is present: nothing to check)"; exit 0
+    fi
+    expect_err "no CUDA device: "
+    ;;
   *)
     fail "unknown case"
     ;;

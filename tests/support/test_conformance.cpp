@@ -1,6 +1,7 @@
 #include "support/test_conformance.hpp"
 
 #include <cctype>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <random>
@@ -203,7 +204,10 @@ std::pair<std::string_view, std::string_view> operand_names(OpKind op) {
 }  // namespace
 
 std::string conformance_path() {
-  return std::string(CONVJIT_SHARED_DIR) + "/conformance/tf_cases.json";
+  // $CONVJIT_SHARED_DIR overrides the checkout's ../shared (a build carried to another machine).
+  const char* shared = std::getenv("CONVJIT_SHARED_DIR");
+  return std::string(shared != nullptr && *shared != '\0' ? shared : CONVJIT_SHARED_DIR) +
+         "/conformance/tf_cases.json";
 }
 
 std::vector<ConformanceCase> load_conformance_cases(const std::string& path) {
