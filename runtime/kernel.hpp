@@ -80,9 +80,13 @@ std::string_view operand_name(OpKind op, int index);
 
 /// Checks every operand (data present unless empty, dtype, rank 4, exact shape) against
 /// `problem`; an InvalidArgument naming the operand and expected vs actual shape otherwise.
-/// On success fills `pointers` with the data of each role.
+/// Then check_no_alias. On success fills `pointers` with the data of each role.
 Status check_operands(OpKind op, const ConvProblem& problem, const std::array<OperandArg, 3>& args,
                       OperandPointers* pointers);
+
+/// InvalidArgument naming both operands when the output's bytes overlap either input's (an
+/// exact alias or any partial overlap); tensors that merely touch, or are empty, are fine.
+Status check_no_alias(OpKind op, const ConvProblem& problem, const std::array<OperandArg, 3>& args);
 
 }  // namespace convjit::runtime
 
