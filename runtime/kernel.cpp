@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/kernel_cache.hpp"
 #include "runtime/thread_pool.hpp"
 #include "runtime/verbose_log.hpp"
 
@@ -140,6 +141,8 @@ Status KernelImpl::run(const std::array<runtime::OperandArg, 3>& args,
     codegen::RunContext run_context = context;
     run_context.parallel_for = runtime::resolve_parallel_for(parallel_for_, compiled_->num_threads);
     CONVJIT_RETURN_IF_ERROR(compiled_->code->run(pointers, run_context));
+    // The run may have left a scratch block with the kernel: the memory cache's byte bound.
+    runtime::global_kernel_cache().note_run(*compiled_);
   }
   if (log) {
     const double ms =
