@@ -230,6 +230,20 @@ class ResidueSplit {
     }
   }
 
+  // Whether some index or guard of `t` has a coefficient of `var` that times `k` overflows.
+  static bool scaling_overflows(const Tile& t, VarId var, std::int64_t k) {
+    bool overflows = false;
+    auto check = [&](const IndexExpr& e) {
+      std::int64_t scaled = 0;
+      overflows = overflows || __builtin_mul_overflow(e.numer.coef_of(var), k, &scaled);
+    };
+    for (const Access* a : {&t.a, &t.b, &t.c, &t.a2, &t.b2}) {
+      for (const IndexExpr& e : a->index) check(e);
+    }
+    for (const Guard& g : t.guards) check(g.expr);
+    return overflows;
+  }
+
   static bool never_divisible(const IndexExpr& e) {
     for (const Term& term : e.numer.terms) {
       if (term.coef % e.divisor != 0) return false;
@@ -277,10 +291,29 @@ class ResidueSplit {
     const VarId old_var = r->var;
     const VarId tv = nest_.new_var(renamed(nest_.var_names[static_cast<std::size_t>(old_var)], 'j'));
     r->var = tv;
+    const std::int64_t old_begin = r->begin;
     r->begin = 0;
-    // No tap reaches this residue: an empty reduction (the tile writes zeros).
-    r->end = k0 < 0 || k0 >= r->end ? 0 : ceil_div(r->end - k0, period);
-    substitute(t, old_var, Affine::var(tv, period) + (k0 < 0 ? 0 : k0));
+    // No tap reaches this residue: an empty reduction (the tile writes zeros). Its indices
+    // are never evaluated; k stays a value its loop had, so that they stay in range.
+    if (k0 < 0 || k0 >= r->end) {
+      r->end = 0;
+      // The tap the period would reach next may lie far outside (k0 ~ the stride): then k
+      // becomes the loop's first value, whose products are known to fit.
+      const bool far = scaling_overflows(t, old_var, period) ||
+                       scaling_overflows(t, old_var, std::max<std::int64_t>(k0, 0));
+      substitute(t, old_var,
+                 far ? Affine::constant_of(old_begin)
+                     : Affine::var(tv, period) + std::max<std::int64_t>(k0, 0));
+      return true;
+    }
+    r->end = ceil_div(r->end - k0, period);
+    // With a stride far above the window (2^31 - 1 with a dilation of 10^12) period times a
+    // coefficient of k overflows int64; then at most one tap is left (t = 0) and k is that tap.
+    // Where t takes two values or more, period * t stays inside the window and nothing can.
+    const Affine tap = r->end <= 1 && scaling_overflows(t, old_var, period)
+                           ? Affine::constant_of(0)
+                           : Affine::var(tv, period);
+    substitute(t, old_var, tap + k0);
     return true;
   }
 
