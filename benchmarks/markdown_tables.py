@@ -15,17 +15,8 @@ threads x that peak. The tables go into docs/PERFORMANCE.md as they are printed.
 
 import argparse
 import collections
-import json
-import math
 
-
-def load(paths):
-    records = []
-    for path in paths:
-        with open(path) as f:
-            data = json.load(f)
-        records.extend(data["results"] if isinstance(data, dict) else data)
-    return records
+from bench_records import geomean, load
 
 
 def column(record):
@@ -33,10 +24,6 @@ def column(record):
     if impl.startswith("convjit") or impl.startswith("tensorflow"):
         return impl
     return f"{impl} {record['layouts']}"
-
-
-def geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def main():
