@@ -12,28 +12,15 @@ Prints the geometric means it drew. Needs matplotlib.
 
 import argparse
 import collections
-import json
-import math
 import sys
 
-
-def load(paths):
-    records = []
-    for path in paths:
-        with open(path) as f:
-            data = json.load(f)
-        records.extend(data["results"] if isinstance(data, dict) else data)
-    return records
+from bench_records import geomean, load
 
 
 def column(record):
     impl = record["impl"]
     return impl if impl.startswith("convjit") or impl.startswith("tensorflow") \
         else f"{impl}/{record['layouts']}"
-
-
-def geomean(values):
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
 
 
 def ratios_by_group(records):

@@ -2,10 +2,11 @@
 """TensorFlow's own CPU kernels as a benchmark peer of `convjit bench`.
 
 Reads the same shapes file (name kind N H W IC M KH KW stride pad dilation), times
-tf.raw_ops.Conv2DBackpropInput / Conv2DBackpropFilter / DepthwiseConv2dNativeBackpropInput on
-NHWC tensors inside a tf.function, with intra-op threads = the thread count and inter-op 1,
-and prints the records `convjit bench --format json` (or csv) prints, so that the outputs of
-both can be joined (plot_ratios.py does).
+tf.raw_ops.Conv2DBackpropInput / Conv2DBackpropFilter and the depthwise
+DepthwiseConv2dNativeBackpropInput / DepthwiseConv2dNativeBackpropFilter on NHWC tensors inside
+a tf.function, with intra-op threads = the thread count and inter-op 1, and prints the
+records `convjit bench --format json` (or csv) prints, so that the outputs of both can be
+joined (plot_ratios.py does).
 
   benchmarks/tf_peer.py --shapes ../shared/bench/shapes.txt --dtype f32,bf16 --threads 1,2 \
       --format json > tf.json
@@ -93,7 +94,7 @@ def flops(s):
 
 
 def ops_for(s):
-    return ["dw_bwd_data"] if s["depthwise"] else ["bwd_data", "bwd_filter"]
+    return ["dw_bwd_data", "dw_bwd_filter"] if s["depthwise"] else ["bwd_data", "bwd_filter"]
 
 
 def parse_args(argv):
@@ -162,11 +163,16 @@ def time_case(tf, s, op, dtype_name, min_time_ms):
         sizes = tf.constant(w_shape, tf.int32)
         fn = tf.function(lambda: tf.raw_ops.Conv2DBackpropFilter(
             input=x, filter_sizes=sizes, out_backprop=dy, **attrs))
-    else:
+    elif op == "dw_bwd_data":
         w = tensor(w_shape)
         sizes = tf.constant(x_shape, tf.int32)
         fn = tf.function(lambda: tf.raw_ops.DepthwiseConv2dNativeBackpropInput(
             input_sizes=sizes, filter=w, out_backprop=dy, **attrs))
+    else:
+        x = tensor(x_shape)
+        sizes = tf.constant(w_shape, tf.int32)
+        fn = tf.function(lambda: tf.raw_ops.DepthwiseConv2dNativeBackpropFilter(
+            input=x, filter_sizes=sizes, out_backprop=dy, **attrs))
     start = time.perf_counter()
     fn().numpy()  # traces, runs, and surfaces the kernel's errors
     setup_ms = (time.perf_counter() - start) * 1e3

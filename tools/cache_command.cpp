@@ -20,6 +20,8 @@
 #include "runtime/disk_cache/archive.hpp"
 #include "runtime/disk_cache/disk_cache.hpp"
 #include "runtime/disk_cache/location.hpp"
+#include "tools/cache_entry_check.hpp"
+#include "tools/cache_format.hpp"
 #include "tools/cli_args.hpp"
 #include "tools/cuda_entry_view.hpp"
 #include "tools/disassembler.hpp"
@@ -59,54 +61,6 @@ struct Io {
   std::ostream& out;
   std::ostream& err;
 };
-
-// ---- small formatting helpers
-
-std::string human_bytes(std::uint64_t bytes) {
-  if (bytes < 1024) return fmt::format("{} B", bytes);
-  if (bytes < (1u << 20)) return fmt::format("{:.1f} KiB", bytes / 1024.0);
-  if (bytes < (1u << 30)) return fmt::format("{:.1f} MiB", bytes / 1048576.0);
-  return fmt::format("{:.2f} GiB", bytes / 1073741824.0);
-}
-
-std::string human_age(std::int64_t ms) {
-  std::int64_t s = std::max<std::int64_t>(ms, 0) / 1000;
-  if (s < 120) return fmt::format("{}s", s);
-  if (s < 7200) return fmt::format("{}m", s / 60);
-  if (s < 172800) return fmt::format("{}h", s / 3600);
-  return fmt::format("{}d", s / 86400);
-}
-
-std::string iso_time(std::int64_t unix_ms) {
-  std::time_t t = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  ::localtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
-// "90", "90s", "15m", "2h", "7d" -> milliseconds.
-std::int64_t parse_duration_ms(std::string_view text) {
-  std::size_t digits = 0;
-  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
-  if (digits == 0) throw UsageError(fmt::format("--older-than: '{}' is not a duration (e.g. 7d, 12h, 30m, 90s)", text));
-  std::int64_t value = parse_int(text.substr(0, digits), "--older-than");
-  std::string_view unit = text.substr(digits);
-  std::int64_t scale = unit.empty() || unit == "s" ? 1000
-                       : unit == "m"               ? 60'000
-                       : unit == "h"               ? 3'600'000
-                       : unit == "d"               ? 86'400'000
-                                                   : -1;
-  if (scale < 0) throw UsageError(fmt::format("--older-than: unknown unit '{}' (s, m, h, d)", unit));
-  return value * scale;
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // ---- opening the cache
 
@@ -423,86 +377,6 @@ int stats(const ParsedFlags& flags, const Io& io) {
 
 // ---- verify
 
-void fill_random(Tensor& t, std::mt19937& rng) {
-  std::uniform_int_distribution<int> grid(-64, 64);
-  for (std::int64_t i = 0; i < t.elements(); ++i) {
-    float v = static_cast<float>(grid(rng)) / 64.0f;
-    switch (t.dtype()) {
-      case DType::kFloat32: t.data_as<float>()[i] = v; break;
-      case DType::kFloat64: t.data_as<double>()[i] = v; break;
-      case DType::kHalf: t.data_as<std::uint16_t>()[i] = float_to_half(v); break;
-      case DType::kBFloat16: {
-        std::uint32_t bits;
-        std::memcpy(&bits, &v, 4);
-        t.data_as<std::uint16_t>()[i] = static_cast<std::uint16_t>(bits >> 16);
-        break;
-      }
-    }
-  }
-}
-
-double element(const Tensor& t, std::int64_t i) {
-  switch (t.dtype()) {
-    case DType::kFloat32: return t.data_as<float>()[i];
-    case DType::kFloat64: return t.data_as<double>()[i];
-    case DType::kHalf: return half_to_float(t.data_as<std::uint16_t>()[i]);
-    case DType::kBFloat16: {
-      std::uint32_t bits = static_cast<std::uint32_t>(t.data_as<std::uint16_t>()[i]) << 16;
-      float f;
-      std::memcpy(&f, &bits, 4);
-      return f;
-    }
-  }
-  return 0;
-}
-
-// Runs the entry's kernel (compile() finds it in this same cache) on random data against the
-// naive reference. Empty string when it matches, else what went wrong.
-std::string run_against_reference(const dc::EntryMeta& m) {
-  try {
-    OpDescriptor desc = parse_descriptor(m.descriptor);
-    CompileOptions options;
-    options.backend = m.backend;
-    options.device = device_for_entry(m.backend, m.isa);
-    std::string threads = key_field(m.key, "threads");
-    if (!threads.empty()) options.num_threads = std::stoi(threads);
-    Kernel kernel = compile(desc, options);
-    std::mt19937 rng(1234);
-    Tensor a(desc.dtype, kernel.operand_shape(0)), b(desc.dtype, kernel.operand_shape(1));
-    Tensor out(desc.dtype, kernel.operand_shape(2)), expected(desc.dtype, kernel.operand_shape(2));
-    fill_random(a, rng);
-    fill_random(b, rng);
-    if (kernel.device().rfind("cuda:", 0) == 0) {
-      // A GPU kernel runs on device copies of the operands.
-      DeviceBuffer da(kernel.device(), a.bytes()), db(kernel.device(), b.bytes());
-      DeviceBuffer dout(kernel.device(), out.bytes());
-      da.copy_from_host(a.data(), a.bytes());
-      db.copy_from_host(b.data(), b.bytes());
-      kernel.run(TensorView{a.dtype(), a.shape(), da.data()},
-                 TensorView{b.dtype(), b.shape(), db.data()},
-                 TensorView{out.dtype(), out.shape(), dout.data()});
-      synchronize(kernel.device());
-      dout.copy_to_host(out.data(), out.bytes());
-    } else {
-      kernel.run(a.view(), b.view(), out.view());
-    }
-    run_reference(desc, a.view(), b.view(), expected.view());
-    double max_ref = 0, max_err = 0;
-    for (std::int64_t i = 0; i < out.elements(); ++i) {
-      double r = element(expected, i), o = element(out, i);
-      max_ref = std::max(max_ref, std::abs(r));
-      max_err = std::max(max_err, std::isnan(o) ? INFINITY : std::abs(o - r));
-    }
-    double tol = desc.dtype == DType::kFloat64 ? 1e-10 : desc.dtype == DType::kFloat32 ? 1e-4
-                 : desc.dtype == DType::kHalf ? 4e-3 : 2e-2;
-    double limit = tol * std::max(1.0, max_ref);
-    if (max_err > limit) return fmt::format("max error {:.3g} exceeds {:.3g}", max_err, limit);
-    return "";
-  } catch (const std::exception& e) {
-    return fmt::format("cannot run: {}", e.what());
-  }
-}
-
 int verify(const ParsedFlags& flags, const Io& io) {
   int status = kExitOk;
   auto cache = open_cache(io, false, &status);
@@ -515,7 +389,7 @@ int verify(const ParsedFlags& flags, const Io& io) {
     Expected<dc::Entry> entry = cache->load(e.key_hash, fix);
     std::string problem;
     if (!entry) problem = entry.status().message();
-    else if (run) problem = run_against_reference(entry->meta);
+    else if (run) problem = run_entry_against_reference(entry->meta, key_field(entry->meta.key, "threads"));
     bool ok = problem.empty();
     if (!ok) ++bad;
     std::string name = entry ? entry->meta.kernel_name : "";

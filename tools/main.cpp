@@ -46,8 +46,8 @@ void print_help(std::ostream& out) {
   fmt::print(out,
              "\n"
              "environment: CONVJIT_VERBOSE, CONVJIT_CACHE_DIR, CONVJIT_CACHE_CAPACITY,\n"
-             "CONVJIT_NUM_THREADS, CONVJIT_ISA, CONVJIT_BACKEND, CONVJIT_ALWAYS_COMPILE,\n"
-             "CONVJIT_CUDA_INTERPRET\n"
+             "CONVJIT_CACHE_BYTES, CONVJIT_CACHE_MAX_BYTES, CONVJIT_NUM_THREADS, CONVJIT_ISA,\n"
+             "CONVJIT_BACKEND, CONVJIT_ALWAYS_COMPILE, CONVJIT_CUDA_INTERPRET\n"
              "(see README.md).\n");
 }
 

@@ -42,9 +42,10 @@ void set_space_for_testing(std::uint64_t bytes) { g_space.store(bytes); }
 
 bool is_temp_file_name(std::string_view file_name) { return file_name.starts_with(kTempPrefix); }
 
-Expected<std::vector<std::uint8_t>> read_file(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_status(errno, "cannot open", path);
+namespace {
+
+// Reads everything from `fd` and closes it.
+Expected<std::vector<std::uint8_t>> read_all(int fd, const std::filesystem::path& shown) {
   std::vector<std::uint8_t> bytes;
   std::uint8_t buffer[1 << 16];
   for (;;) {
@@ -53,13 +54,21 @@ Expected<std::vector<std::uint8_t>> read_file(const std::filesystem::path& path)
       if (errno == EINTR) continue;
       int saved = errno;
       ::close(fd);
-      return errno_status(saved, "cannot read", path);
+      return errno_status(saved, "cannot read", shown);
     }
     if (got == 0) break;
     bytes.insert(bytes.end(), buffer, buffer + got);
   }
   ::close(fd);
   return bytes;
+}
+
+}  // namespace
+
+Expected<std::vector<std::uint8_t>> read_file(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_status(errno, "cannot open", path);
+  return read_all(fd, path);
 }
 
 Status write_file_atomic(const std::filesystem::path& path, std::span<const std::uint8_t> bytes) {
@@ -94,25 +103,6 @@ Status write_file_atomic(const std::filesystem::path& path, std::span<const std:
 }
 
 namespace {
-
-// Reads everything from `fd` and closes it.
-Expected<std::vector<std::uint8_t>> read_all(int fd, const std::filesystem::path& shown) {
-  std::vector<std::uint8_t> bytes;
-  std::uint8_t buffer[1 << 16];
-  for (;;) {
-    ssize_t got = ::read(fd, buffer, sizeof buffer);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      int saved = errno;
-      ::close(fd);
-      return errno_status(saved, "cannot read", shown);
-    }
-    if (got == 0) break;
-    bytes.insert(bytes.end(), buffer, buffer + got);
-  }
-  ::close(fd);
-  return bytes;
-}
 
 // Bytes of the regular files in the directory (the full-disk test seam).
 std::uint64_t directory_bytes(int dir_fd) {

@@ -95,6 +95,8 @@ case "$case_name" in
     "$convjit" cache purge --older-than 1h | grep -q "removed 0 entries" || fail "purge --older-than"
     "$convjit" cache purge --max-bytes 0 | grep -q "removed 1 entries" || fail "purge --max-bytes"
     "$convjit" cache purge > /dev/null 2>&1; [ $? -eq 2 ] || fail "purge without selector is a usage error"
+    "$convjit" cache purge --older-than 99999999999999999d 2>&1 | grep -q "too long a duration" \
+      || fail "a duration past int64 milliseconds is a usage error"
     "$convjit" cache show > /dev/null 2>&1; [ $? -eq 2 ] || fail "show without KEY is a usage error"
     "$convjit" cache frobnicate > /dev/null 2>&1; [ $? -eq 2 ] || fail "unknown subcommand"
     for sub in list show stats verify purge export import repro; do

@@ -42,18 +42,19 @@ case "$case_name" in
     expect_out "tiny_conv"
     expect_out "bwd_filter"
     expect_out "dw_bwd_data"
+    expect_out "dw_bwd_filter"
     expect_out "geometric mean"
     # f64 runs on convjit alone (no peer has it) and is checked against the reference.
     grep "tiny_conv .*bwd_data .*f64" "$work/out.txt" | grep -q "ok vs" || fail "f64 row not checked"
-    expect_err "[1/6] tiny_conv bwd_data f32 1T"
-    expect_err "[6/6] tiny_dw dw_bwd_data f64 1T"
-    [ "$(grep -c 'ok vs' "$work/out.txt")" -eq 6 ] || { cat "$work/out.txt"; fail "expected 6 checked rows"; }
+    expect_err "[1/8] tiny_conv bwd_data f32 1T"
+    expect_err "[8/8] tiny_dw dw_bwd_filter f64 1T"
+    [ "$(grep -c 'ok vs' "$work/out.txt")" -eq 8 ] || { cat "$work/out.txt"; fail "expected 8 checked rows"; }
     ;;
   csv)
     run_expect 0 "${quick[@]}" --dtype bf16 --only tiny_dw --format csv --no-peers
     [ "$(head -1 "$work/out.txt")" = "shape,op,dtype,threads,impl,layouts,gflops,ms,flops,setup_ms,check,max_rel_error,kernel,note" ] \
       || fail "csv header: $(head -1 "$work/out.txt")"
-    [ "$(wc -l < "$work/out.txt")" -eq 2 ] || { cat "$work/out.txt"; fail "one record expected"; }
+    [ "$(wc -l < "$work/out.txt")" -eq 3 ] || { cat "$work/out.txt"; fail "two records expected"; }
     expect_out "tiny_dw,dw_bwd_data,bf16,1,convjit,tf,"
     expect_out "ok vs reference"
     ;;
@@ -65,7 +66,7 @@ data = json.load(open(sys.argv[1]))
 assert data["tool"] == "convjit bench", data["tool"]
 rows = data["results"]
 mine = [r for r in rows if r["impl"] == "convjit"]
-assert len(mine) == 3, mine
+assert len(mine) == 4, mine
 for r in mine:
     assert r["gflops"] > 0 and r["ms"] > 0 and r["check"].startswith("ok"), r
     assert r["dtype"] == "f32" and r["threads"] == 1, r

@@ -115,7 +115,6 @@ std::vector<BenchShape> load_shapes(const std::string& path) {
 }
 
 std::vector<BenchOp> ops_for(const BenchShape& shape) {
-  if (shape.depthwise) return {BenchOp::kBackpropData};
   return {BenchOp::kBackpropData, BenchOp::kBackpropFilter};
 }
 

@@ -76,12 +76,6 @@ double tolerance(DType d, GpuMath math) {
   return math == GpuMath::kTf32 ? 1e-2 : 1e-3;
 }
 
-// On a GPU both gradients of every shape, depthwise included (the depthwise kernels
-// are measured in both directions; the CPU suite times the depthwise data gradient only).
-std::vector<BenchOp> gpu_ops_for(const BenchShape&) {
-  return {BenchOp::kBackpropData, BenchOp::kBackpropFilter};
-}
-
 struct Suite {
   const BenchOptions& options;
   CudaDriver& driver;
@@ -297,7 +291,7 @@ int run_gpu_bench(const BenchOptions& opt, const std::vector<BenchShape>& shapes
   const std::string peer_column = cudnn ? cudnn->name() + "/best" : "";
 
   std::size_t total = 0;
-  for (const BenchShape& s : shapes) total += gpu_ops_for(s).size();
+  for (const BenchShape& s : shapes) total += ops_for(s).size();
   total *= opt.dtypes.size();
   if (opt.format == OutputFormat::kTable) {
     fmt::print(out, "({})\n", host);
@@ -309,7 +303,7 @@ int run_gpu_bench(const BenchOptions& opt, const std::vector<BenchShape>& shapes
   std::size_t done = 0;
   for (DType dtype : opt.dtypes) {
     for (const BenchShape& shape : shapes) {
-      for (BenchOp op : gpu_ops_for(shape)) {
+      for (BenchOp op : ops_for(shape)) {
         fmt::print(err, "[{}/{}] {} {} {}...\n", ++done, total, shape.name,
                    bench_op_name(shape, op), short_dtype_name(dtype));
         err.flush();

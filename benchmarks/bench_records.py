@@ -1,0 +1,20 @@
+"""The benchmark records of `convjit bench --format json`, benchmarks/tf_peer.py and
+benchmarks/run_suite.py, as the table and plot scripts read them."""
+
+import json
+import math
+
+
+def load(paths):
+    """The records of every file: a {"results": [...]} object or a bare list."""
+    records = []
+    for path in paths:
+        with open(path) as f:
+            data = json.load(f)
+        records.extend(data["results"] if isinstance(data, dict) else data)
+    return records
+
+
+def geomean(values):
+    """The geometric mean of positive values (NaN for none)."""
+    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
