@@ -13,6 +13,7 @@ std::string options_key(const PlanOptions& options) {
   std::string key = fmt::format("threads={}", options.num_threads);
   if (options.math_mode == MathMode::kTF32) key += "\nmath=tf32";
   if (!options.deterministic) key += "\ndeterministic=0";
+  if (options.tune) key += "\ntune=1";
   if (!options.forced.empty()) key += "\nforced=" + options.forced;
   return key;
 }

@@ -41,6 +41,9 @@ struct PlanOptions {
   int num_threads = 1;
   MathMode math_mode = MathMode::kExact;
   bool deterministic = true;
+  /// Device backends: time a few candidate plans on the device and keep the fastest
+  /// (CONVJIT_CUDA_TUNE=1; part of the cache key, so the tuned winner is stored apart).
+  bool tune = false;
   /// Test and tuning hook: "key=value,..." choices the plan takes instead of its model's (each
   /// backend documents its keys; an unknown key is InvalidArgument). Empty in normal use.
   std::string forced;

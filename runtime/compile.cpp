@@ -132,6 +132,8 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_slow(const OpDescrip
   plan_options.num_threads = options.num_threads > 0 ? options.num_threads : config.num_threads;
   plan_options.math_mode = options.math_mode;
   plan_options.deterministic = options.deterministic;
+  // Only the CUDA backend tunes; other backends' keys stay as they were.
+  plan_options.tune = config.cuda_tune && backend.value()->name() == "cuda";
 
   auto build = [&](BuildRecord* record) {
     return build_kernel(problem.value(), backend.value(), plan_options, record);

@@ -155,6 +155,9 @@ EnvConfig parse_env(const EnvGetter& get, std::vector<std::string>* warnings) {
   if (const char* v = get("CONVJIT_CUDA_INTERPRET")) {
     if (!parse_bool(v, &config.cuda_interpret)) warn("CONVJIT_CUDA_INTERPRET", v, "0 or 1", "0");
   }
+  if (const char* v = get("CONVJIT_CUDA_TUNE")) {
+    if (!parse_bool(v, &config.cuda_tune)) warn("CONVJIT_CUDA_TUNE", v, "0 or 1", "0");
+  }
   if (const char* v = get("CONVJIT_ALWAYS_COMPILE")) {
     if (!parse_bool(v, &config.always_compile)) warn("CONVJIT_ALWAYS_COMPILE", v, "0 or 1", "0");
   }

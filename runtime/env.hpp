@@ -34,6 +34,9 @@ struct EnvConfig {
   std::string backend;
   /// CONVJIT_CUDA_INTERPRET: device "cuda" runs the CUDA backend's kernels on the host.
   bool cuda_interpret = false;
+  /// CONVJIT_CUDA_TUNE: CUDA kernels are tuned on the device (a few candidate plans timed once
+  /// per descriptor and device; the winner is cached).
+  bool cuda_tune = false;
   /// CONVJIT_ALWAYS_COMPILE: bypass every cache.
   bool always_compile = false;
 };

@@ -9,7 +9,7 @@
 namespace convjit::cli {
 
 inline constexpr std::string_view kBenchSummary =
-    "benchmark the shape suite against oneDNN (runs convjit-bench, built where oneDNN is)";
+    "benchmark the shape suite against oneDNN, or cuDNN with --device cuda (runs convjit-bench)";
 
 /// Replaces this process with convjit-bench (found beside this executable, else on PATH) and
 /// the same arguments. Returns only when it cannot: exit status 1 with the reason on `err`.

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <utility>
 
+#include "codegen/cuda/cuda_tune.hpp"
+
 namespace convjit::codegen {
 namespace {
 
@@ -52,6 +54,7 @@ class CudaCode final : public CompiledCode {
 
   const CudaProgram& program() const { return program_; }
   const CudaBinary& binary() const { return binary_; }
+  const CudaModule& module() const { return *module_; }
 
  private:
   CudaProgram program_;
@@ -72,6 +75,7 @@ class CudaBackend final : public Backend {
 
   Expected<std::unique_ptr<const Plan>> plan(const ConvProblem& problem,
                                              const PlanOptions& options) const override {
+    if (options.tune && options.forced.empty()) return tuned_plan(problem, options);
     Expected<std::unique_ptr<CudaPlan>> plan =
         make_cuda_plan(problem, executor_->device_info(), options);
     if (!plan) return plan.status();
@@ -86,25 +90,9 @@ class CudaBackend final : public Backend {
 
   Expected<std::unique_ptr<CompiledCode>> emit(const ir::LoopNest&,
                                                const Plan& plan) const override {
-    const auto& cuda_plan = static_cast<const CudaPlan&>(plan);
-    Expected<CudaProgram> program = generate_cuda_program(cuda_plan);
-    if (!program) return program.status();
-    CudaBinary binary;
-    if (executor_->needs_cubin() && !program->launches.empty()) {
-      Expected<const NvrtcCompiler*> nvrtc = NvrtcCompiler::get();
-      if (!nvrtc) return nvrtc.status();
-      Expected<CudaBinary> compiled = (*nvrtc)->compile(
-          nvrtc_translation_unit(*program), program->kernel_name, executor_->device_info());
-      if (!compiled) return compiled.status();
-      binary = std::move(compiled).value();
-    }
-    Artifacts executor_artifacts;
-    Expected<std::shared_ptr<const CudaModule>> module = executor_->load(
-        *program, executor_->needs_cubin() ? &binary : nullptr, &executor_artifacts);
-    if (!module) return module.status();
-    return std::unique_ptr<CompiledCode>(
-        std::make_unique<CudaCode>(std::move(program).value(), std::move(binary),
-                                   std::move(module).value(), std::move(executor_artifacts)));
+    Expected<std::unique_ptr<CudaCode>> code = build(static_cast<const CudaPlan&>(plan));
+    if (!code) return code.status();
+    return std::unique_ptr<CompiledCode>(std::move(code).value());
   }
 
   Expected<std::unique_ptr<CompiledCode>> load(const Artifacts& artifacts) const override {
@@ -138,6 +126,51 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Generates, compiles (NVRTC for a GPU) and loads the program of `cuda_plan`.
+  Expected<std::unique_ptr<CudaCode>> build(const CudaPlan& cuda_plan) const {
+    Expected<CudaProgram> program = generate_cuda_program(cuda_plan);
+    if (!program) return program.status();
+    CudaBinary binary;
+    if (executor_->needs_cubin() && !program->launches.empty()) {
+      Expected<const NvrtcCompiler*> nvrtc = NvrtcCompiler::get();
+      if (!nvrtc) return nvrtc.status();
+      Expected<CudaBinary> compiled = (*nvrtc)->compile(
+          nvrtc_translation_unit(*program), program->kernel_name, executor_->device_info());
+      if (!compiled) return compiled.status();
+      binary = std::move(compiled).value();
+    }
+    Artifacts executor_artifacts;
+    Expected<std::shared_ptr<const CudaModule>> module = executor_->load(
+        *program, executor_->needs_cubin() ? &binary : nullptr, &executor_artifacts);
+    if (!module) return module.status();
+    return std::make_unique<CudaCode>(std::move(program).value(), std::move(binary),
+                                      std::move(module).value(), std::move(executor_artifacts));
+  }
+
+  // CONVJIT_CUDA_TUNE: the plan model's candidates, each built and timed once on the device
+  // (cuda_tune.hpp), the fastest kept. Where the executor cannot time (the interpret mode) the
+  // model's plan stands, and says so.
+  Expected<std::unique_ptr<const Plan>> tuned_plan(const ConvProblem& problem,
+                                                   const PlanOptions& options) const {
+    if (!executor_->can_time()) {
+      Expected<std::unique_ptr<CudaPlan>> plan =
+          make_cuda_plan(problem, executor_->device_info(), options);
+      if (!plan) return plan.status();
+      (*plan)->tuning = "tuning=none(" + executor_->device() + " cannot time kernels)";
+      return std::unique_ptr<const Plan>(std::move(plan).value());
+    }
+    const CudaTuneMeasure measure = [&](const CudaPlan& candidate) -> Expected<double> {
+      Expected<std::unique_ptr<CudaCode>> code = build(candidate);
+      if (!code) return code.status();
+      return executor_->time_program_us((*code)->module(), (*code)->program());
+    };
+    Expected<CudaTuneResult> tuned =
+        tune_cuda_plan(problem, executor_->device_info(), options, measure);
+    if (!tuned) return tuned.status();
+    tuned->winner->tuning = tuning_summary(*tuned);
+    return std::unique_ptr<const Plan>(std::move(tuned->winner));
+  }
+
   std::shared_ptr<const CudaExecutor> executor_;
   std::string target_;
 };

@@ -45,6 +45,17 @@ class CudaExecutor {
   virtual Expected<std::shared_ptr<const CudaModule>> load(const CudaProgram& program,
                                                            const CudaBinary* binary,
                                                            Artifacts* artifacts) const = 0;
+  /// Whether time_program_us() measures anything (a GPU).
+  virtual bool can_time() const { return false; }
+  /// Microseconds one run of a loaded program takes on the device, on scratch operands the
+  /// executor allocates (for CONVJIT_CUDA_TUNE). Unavailable where nothing can be timed (the
+  /// interpret mode: its speed says nothing about a GPU's).
+  virtual Expected<double> time_program_us(const CudaModule& module,
+                                           const CudaProgram& program) const {
+    (void)module;
+    (void)program;
+    return Status(StatusCode::kUnavailable, "this executor cannot time kernels (no GPU)");
+  }
   /// Loads a program from a disk-cache entry's artifacts ("cu", "cubin", the executor's own).
   virtual Expected<std::shared_ptr<const CudaModule>> load_stored(
       const CudaProgram& program, const Artifacts& artifacts) const = 0;

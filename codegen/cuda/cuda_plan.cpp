@@ -313,6 +313,7 @@ std::string CudaPlan::describe() const {
   text += fmt::format(" threads={} splitk={} smem={} workspace={}", threads, split_k,
                       shared_bytes(), workspace_bytes());
   if (!deterministic) text += " deterministic=0";
+  if (!tuning.empty()) text += " " + tuning;
   return text;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -159,6 +160,56 @@ class GpuExecutor final : public codegen::CudaExecutor {
   const CudaDeviceInfo& device_info() const override { return info_; }
   std::string target_name() const override { return target_; }
   bool needs_cubin() const override { return true; }
+  bool can_time() const override { return true; }
+
+  // CONVJIT_CUDA_TUNE's measurement: the program on scratch operands (their contents do not
+  // change the kernels' speed: no data-dependent branches), one warm-up run, then up to three
+  // runs timed together from the host across a context synchronisation. Launch overhead is
+  // in the figure, alike for every candidate.
+  Expected<double> time_program_us(const codegen::CudaModule& module,
+                                   const CudaProgram& program) const override {
+    const DriverApi& api = *device_->api;
+    ScopedContext scope(api, device_->context);
+    CONVJIT_RETURN_IF_ERROR(scope.status());
+    std::vector<CUdeviceptr> owned;
+    struct Release {
+      const DriverApi& api;
+      std::vector<CUdeviceptr>& owned;
+      ~Release() {
+        for (CUdeviceptr p : owned) (void)api.mem_free(p);
+      }
+    } release{api, owned};
+    auto allocate = [&](std::size_t bytes, void** out) -> Status {
+      *out = nullptr;
+      if (bytes == 0) return Status::ok();
+      CUdeviceptr p = 0;
+      const CUresult r = api.mem_alloc(&p, bytes);
+      if (r != CUDA_SUCCESS) return api.error(r, "allocating tuning operands");
+      owned.push_back(p);
+      *out = reinterpret_cast<void*>(p);
+      return Status::ok();
+    };
+    OperandPointers operands;
+    codegen::RunContext context;
+    CONVJIT_RETURN_IF_ERROR(allocate(static_cast<std::size_t>(program.x_bytes), &operands.x));
+    CONVJIT_RETURN_IF_ERROR(allocate(static_cast<std::size_t>(program.w_bytes), &operands.w));
+    CONVJIT_RETURN_IF_ERROR(allocate(static_cast<std::size_t>(program.y_bytes), &operands.y));
+    CONVJIT_RETURN_IF_ERROR(allocate(program.workspace_bytes, &context.workspace));
+    context.workspace_bytes = program.workspace_bytes;
+    using Clock = std::chrono::steady_clock;
+    auto timed_runs = [&](int runs) -> Expected<double> {
+      const Clock::time_point start = Clock::now();
+      for (int i = 0; i < runs; ++i)
+        CONVJIT_RETURN_IF_ERROR(module.run(program, operands, context));
+      const CUresult r = api.ctx_synchronize();
+      if (r != CUDA_SUCCESS) return api.error(r, "running a tuning candidate");
+      return std::chrono::duration<double, std::micro>(Clock::now() - start).count() / runs;
+    };
+    Expected<double> warm = timed_runs(1);
+    if (!warm) return warm.status();
+    // A slow candidate is timed once more only: the tuning budget is two seconds in all.
+    return timed_runs(*warm > 50'000 ? 1 : 3);
+  }
 
   Expected<std::shared_ptr<const CudaModule>> load(const CudaProgram& program,
                                                    const CudaBinary* binary,

@@ -100,6 +100,38 @@ PY
     expect_err "cannot load peer library"
     run_expect 0 --help
     expect_out "usage: convjit bench --shapes FILE"
+    expect_out "--device cuda"
+    run_expect 2 --shapes "$work/shapes.txt" --device tpu
+    expect_err "not cpu, cuda or cuda:N"
+    run_expect 2 --shapes "$work/shapes.txt" --device cuda --threads 2
+    expect_err "--threads applies to --device cpu only"
+    run_expect 2 --shapes "$work/shapes.txt" --device cuda --math fast
+    run_expect 2 "${quick[@]}" --math tf32
+    expect_err "--math applies to --device cuda"
+    ;;
+  gpu)
+    # Without a GPU: a clear "no CUDA device" error, exit status 1, nothing on stdout. With
+    # one: the suite runs against cuDNN and every row is checked.
+    "$convjit" bench --device cuda --shapes "$work/shapes.txt" --min-time-ms 1 --dtype f32 \
+      >"$work/out.txt" 2>"$work/err.txt"
+    status=$?
+    if grep -q "no CUDA device" "$work/err.txt"; then
+      [ "$status" -eq 1 ] || fail "no-device exit status $status, expected 1"
+      [ ! -s "$work/out.txt" ] || { cat "$work/out.txt" >&2; fail "output without a device"; }
+      "$convjit" bench --device cuda:7 --shapes "$work/shapes.txt" --no-peers --format json \
+        >"$work/out.txt" 2>"$work/err.txt"
+      [ $? -eq 1 ] || fail "cuda:7 without a device should exit 1"
+      expect_err "no CUDA device"
+    else
+      if grep -q "cuDNN not found" "$work/err.txt"; then
+        # A GPU without cuDNN: convjit alone, checked against its CPU kernel.
+        "$convjit" bench --device cuda --shapes "$work/shapes.txt" --min-time-ms 1 --dtype f32 \
+          --no-peers >"$work/out.txt" 2>"$work/err.txt"
+        status=$?
+      fi
+      [ "$status" -eq 0 ] || { cat "$work/out.txt" "$work/err.txt" >&2; fail "GPU bench exited $status"; }
+      [ "$(grep -c 'ok vs' "$work/out.txt")" -eq 4 ] || { cat "$work/out.txt" >&2; fail "expected 4 checked rows"; }
+    fi
     ;;
   *) fail "unknown case" ;;
 esac

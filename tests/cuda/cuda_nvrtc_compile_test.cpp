@@ -15,6 +15,7 @@
 
 #include "codegen/cuda/cuda_backend.hpp"
 #include "codegen/cuda/cuda_device_info.hpp"
+#include "codegen/cuda/cuda_tune.hpp"
 #include "frontend/validate.hpp"
 #include "support/sweep_cases.hpp"
 
@@ -134,6 +135,49 @@ TEST_P(CudaNvrtcSweep, EveryKernelCompilesWithoutSpills) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Targets, CudaNvrtcSweep, ::testing::Values("sm_80", "sm_90"));
+
+// CONVJIT_CUDA_TUNE may pick any candidate the model proposes: every one of them, on real
+// network layers (gpu_networks.txt) of each kernel family, compiles without spills too.
+TEST(CudaNvrtcTune, EveryTuningCandidateCompilesWithoutSpills) {
+  std::string why;
+  ASSERT_TRUE(nvrtc_available(&why)) << why;
+  Expected<CudaDeviceInfo> device = known_cuda_target("sm_90");
+  ASSERT_TRUE(device.has_value());
+  auto layer = [](OpKind op, DType dtype, std::int64_t n, std::int64_t size, std::int64_t c,
+                  std::int64_t m, std::int64_t stride, bool dw) {
+    OpDescriptor d;
+    d.op = op;
+    d.dtype = dtype;
+    const std::int64_t out = (size + stride - 1) / stride;
+    d.input = {n, size, size, c};
+    d.filter = {dw ? 3 : (m > 256 ? 1 : 3), dw ? 3 : (m > 256 ? 1 : 3), c, m};
+    d.out_backprop = {n, out, out, dw ? c * m : m};
+    d.strides = {1, stride, stride, 1};
+    d.padding = Padding::kSame;
+    return d;
+  };
+  const std::vector<OpDescriptor> layers = {
+      // r50_l2_3x3_128_s2, r50_l3_1x1_256_1024, r50_l1_3x3_64, mv2_dw_112_c96_s2, mv2_dw_28_c192
+      layer(OpKind::kConv2DBackpropInput, DType::kBFloat16, 64, 56, 128, 128, 2, false),
+      layer(OpKind::kConv2DBackpropFilter, DType::kHalf, 64, 14, 256, 1024, 1, false),
+      layer(OpKind::kConv2DBackpropFilter, DType::kFloat32, 64, 56, 64, 64, 1, false),
+      layer(OpKind::kDepthwiseConv2dNativeBackpropInput, DType::kHalf, 64, 112, 96, 1, 2, true),
+      layer(OpKind::kDepthwiseConv2dNativeBackpropFilter, DType::kBFloat16, 64, 28, 192, 1, 1,
+            true),
+  };
+  std::vector<CompileJob> jobs;
+  for (const OpDescriptor& d : layers) {
+    Expected<ConvProblem> p = validate(d);
+    ASSERT_TRUE(p.has_value()) << p.status().to_string();
+    Expected<std::vector<CudaTuneCandidate>> c = cuda_tune_candidates(*p, *device, {});
+    ASSERT_TRUE(c.has_value()) << c.status().to_string();
+    EXPECT_GE(c->size(), 3u) << to_text(d);
+    for (const CudaTuneCandidate& candidate : *c) {
+      jobs.push_back({*p, candidate.forced, to_text(d)});
+    }
+  }
+  compile_all(jobs, *device);
+}
 
 }  // namespace
 }  // namespace convjit::codegen

@@ -104,6 +104,55 @@ BenchShape named(const std::string& name) {
   return s;
 }
 
+TEST(BenchOptions, GpuDeviceFlags) {
+  const BenchOptions cpu = parse({"--shapes", "s"});
+  EXPECT_EQ(cpu.device, "cpu");
+  EXPECT_FALSE(cpu.on_gpu());
+
+  const BenchOptions g = parse({"--shapes", "s", "--device", "cuda"});
+  EXPECT_TRUE(g.on_gpu());
+  EXPECT_EQ(g.cuda_ordinal, 0);
+  EXPECT_EQ(g.gpu_math, GpuMath::kExact);
+  EXPECT_EQ(g.threads, (std::vector<int>{0}));  // a GPU case has no thread count
+  EXPECT_EQ(g.dtypes, (std::vector<DType>{DType::kBFloat16, DType::kHalf, DType::kFloat32}));
+  EXPECT_EQ(g.cudnn_workspace_bytes, std::size_t{1} << 30);
+
+  const BenchOptions n = parse({"--shapes", "s", "--device", "cuda:3", "--math", "tf32", "--dtype",
+                                "f32", "--cudnn-workspace-mib", "64", "--no-peers"});
+  EXPECT_EQ(n.cuda_ordinal, 3);
+  EXPECT_EQ(n.gpu_math, GpuMath::kTf32);
+  EXPECT_EQ(n.dtypes, (std::vector<DType>{DType::kFloat32}));
+  EXPECT_EQ(n.cudnn_workspace_bytes, std::size_t{64} << 20);
+  EXPECT_TRUE(n.no_peers);
+  EXPECT_EQ(parse({"--shapes", "s", "--device", "cpu"}).device, "cpu");
+}
+
+TEST(BenchOptions, GpuFlagMistakesAreUsageErrors) {
+  EXPECT_NE(error_of({"--shapes", "s", "--device", "gpu"}).find("not cpu, cuda or cuda:N"),
+            std::string::npos);
+  for (std::string_view bad : {"cuda:", "cuda:x", "cuda:-1", "cuda:1.5", "cuda:99999"}) {
+    EXPECT_NE(error_of({"--shapes", "s", "--device", bad}).find("is not cuda:N"), std::string::npos)
+        << bad;
+  }
+  EXPECT_NE(error_of({"--shapes", "s", "--device", "cuda", "--threads", "2"})
+                .find("--threads applies to --device cpu only"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--shapes", "s", "--device", "cuda", "--peer-lib", "x.so"})
+                .find("the GPU peer is cuDNN"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--shapes", "s", "--math", "tf32"}).find("--math applies to --device cuda"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--shapes", "s", "--cudnn-workspace-mib", "8"}).find("--device cuda only"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of({"--shapes", "s", "--device", "cuda", "--math", "fast"}).find("not exact or tf32"),
+      std::string::npos);
+  EXPECT_NE(error_of({"--shapes", "s", "--device", "cuda", "--cudnn-workspace-mib", "-1"}), "");
+  EXPECT_NE(error_of({"--shapes", "s", "--device", "cuda", "--cudnn-workspace-mib", "1k"})
+                .find("not an integer"),
+            std::string::npos);
+}
+
 TEST(BenchOptions, OnlyNamesMustExist) {
   const std::vector<BenchShape> shapes{named("a"), named("b"), named("c")};
   EXPECT_EQ(select_shapes(shapes, {}).size(), 3u);

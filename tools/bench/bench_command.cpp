@@ -24,6 +24,7 @@
 #include "tools/bench/bench_report.hpp"
 #include "tools/bench/bench_shapes.hpp"
 #include "tools/bench/bench_tensor.hpp"
+#include "tools/bench/gpu/gpu_bench.hpp"
 #include "tools/bench/machine_peak.hpp"
 #include "tools/bench/peers.hpp"
 #include "tools/cli_args.hpp"
@@ -237,6 +238,10 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
     fmt::print(err, "convjit bench: {} lists no shapes\n", opt.shapes_path);
     return cli::kExitUsage;
   }
+  std::string command = "convjit bench";
+  for (std::string_view a : args) command += " " + std::string(a);
+  if (opt.on_gpu()) return gpu::run_gpu_bench(opt, shapes, command, out, err);
+
   // With convjit capped at AVX2, so are the peers (oneDNN honours it before its first primitive).
   const char* isa = std::getenv("CONVJIT_ISA");
   opt.isa_cap = isa != nullptr && lower(isa) == "avx2" ? "avx2" : "";
@@ -329,8 +334,6 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
     }
   }
 
-  std::string command = "convjit bench";
-  for (std::string_view a : args) command += " " + std::string(a);
   switch (opt.format) {
     case OutputFormat::kTable:
       fmt::print(out, "\n{}", summary(records, peer_columns));

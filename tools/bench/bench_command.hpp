@@ -8,7 +8,7 @@
 namespace convjit::bench {
 
 inline constexpr std::string_view kBenchSummary =
-    "benchmark the shape suite against oneDNN (GFLOP/s, ratios, compile times)";
+    "benchmark the shape suite against oneDNN, or on a GPU against cuDNN (--device cuda)";
 
 /// Runs the suite; `args` are the words after "bench". Returns the exit code: 0 every result
 /// matched oneDNN's, 1 a mismatch or failure, 2 usage error.

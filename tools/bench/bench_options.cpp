@@ -14,14 +14,19 @@ namespace {
 
 using cli::UsageError;
 
-constexpr std::array<cli::FlagSpec, 11> kBenchFlags{{
+constexpr std::array<cli::FlagSpec, 14> kBenchFlags{{
+    {"device", "DEV",
+     "cpu (default: against oneDNN), or cuda / cuda:N (CUDA kernels against cuDNN on GPU N)"},
+    {"math", "MODE", "f32 on a GPU: exact (default, FFMA) or tf32 (tensor cores, both sides)"},
+    {"cudnn-workspace-mib", "MIB",
+     "workspace cuDNN's algorithm search may use on a GPU (default 1024)"},
     {"shapes", "FILE", "the shapes file to run (required), e.g. ../shared/bench/shapes.txt"},
     {"only", "NAME,..", "run only these shapes of the file (an unknown name is an error)"},
     {"dtype", "LIST",
      "f32, bf16, f16, f64 (or as `convjit run` names them: float32, ...; "
      "default f32,bf16)"},
     {"dtypes", "LIST", "the same as --dtype"},
-    {"threads", "LIST", "thread counts, e.g. 1,2 (default 1,2)"},
+    {"threads", "LIST", "thread counts, e.g. 1,2 (default 1,2; CPU only)"},
     {"format", "FMT", "table (default), csv or json (one record per implementation and case)"},
     {"min-time-ms", "MS", "time each implementation at least this long per case (default 200)"},
     {"markdown", "FILE", "also write the table as Markdown to FILE"},
@@ -74,6 +79,10 @@ std::string bench_usage() {
       "usage: convjit bench --shapes FILE [--only NAME,..] [--dtype f32,bf16] [--threads 1,2]\n"
       "                     [--format table|csv|json] [--min-time-ms MS] [--markdown FILE]\n"
       "                     [--peer-lib PATH,..] [--no-peers]\n"
+      "       convjit bench --device cuda[:N] --shapes FILE [--only NAME,..] [--dtype "
+      "bf16,f16,f32]\n"
+      "                     [--math exact|tf32] [--cudnn-workspace-mib MIB] [--format ..] "
+      "[--no-peers]\n"
       "\n"
       "Runs every shape of the file and both of its gradient ops (data and filter\n"
       "gradients, conv and dw shapes alike): convjit and each peer on the same NHWC/HWIO tensors,\n"
@@ -84,6 +93,15 @@ std::string bench_usage() {
       "Each convjit result is checked against the first peer's, or against convjit's naive\n"
       "reference where no peer runs the case. Progress goes to stderr, results to stdout.\n"
       "With CONVJIT_ISA=avx2 the oneDNN peers are capped at AVX2 as well.\n"
+      "\n"
+      "With --device cuda[:N] (e.g. --shapes ../shared/bench/gpu_networks.txt) convjit's CUDA\n"
+      "kernel and cuDNN's fastest algorithm (found by cudnnFind*AlgorithmEx on the same buffers,\n"
+      "workspace allowed) run alternately on the same device tensors, timed with CUDA events\n"
+      "after a warm-up; convjit's result is checked against cuDNN's first. Prints TFLOP/s, the\n"
+      "ratio, % of the device's peak for the dtype's math (depthwise: % of DRAM bandwidth),\n"
+      "workspace bytes and convjit's compile time. cuDNN is opened at run time (libcudnn.so.9);\n"
+      "--no-peers checks convjit against its own CPU kernel instead. Default dtypes on a GPU:\n"
+      "bf16,f16,f32. Without a GPU it stops with \"no CUDA device: <reason>\" (exit status 1).\n"
       "\n"
       "flags:\n{}\n"
       "exit status: 0 every result matched; 1 a mismatch or a failed case; 2 a usage error.\n",
@@ -142,6 +160,53 @@ BenchOptions parse_bench_options(std::span<const std::string_view> args) {
     if (o.min_time_ms <= 0) {
       throw UsageError(fmt::format("--min-time-ms: {} is not a positive time", *v));
     }
+  }
+  if (auto v = flags.get("device")) {
+    o.device = *v;
+    if (*v == "cuda") {
+      o.cuda_ordinal = 0;
+    } else if (v->starts_with("cuda:")) {
+      const std::string number = v->substr(5);
+      const bool digits = !number.empty() && number.size() <= 4 &&
+                          number.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) throw UsageError(fmt::format("--device: '{}' is not cuda:N", *v));
+      o.cuda_ordinal = std::stoi(number);
+    } else if (*v != "cpu") {
+      throw UsageError(fmt::format("--device: '{}' is not cpu, cuda or cuda:N", *v));
+    }
+  }
+  if (o.on_gpu()) {
+    // A GPU case has no thread count and one peer (cuDNN); flags that would be silently
+    // ignored are refused.
+    if (flags.has("threads")) throw UsageError("--threads applies to --device cpu only");
+    if (flags.has("peer-lib")) {
+      throw UsageError("--peer-lib applies to --device cpu only (the GPU peer is cuDNN)");
+    }
+    o.threads = {0};
+    if (!flags.has("dtype") && !flags.has("dtypes")) {
+      o.dtypes = {DType::kBFloat16, DType::kHalf, DType::kFloat32};
+    }
+  } else {
+    if (flags.has("math")) throw UsageError("--math applies to --device cuda only");
+    if (flags.has("cudnn-workspace-mib")) {
+      throw UsageError("--cudnn-workspace-mib applies to --device cuda only");
+    }
+  }
+  if (auto v = flags.get("math")) {
+    if (*v == "exact") {
+      o.gpu_math = GpuMath::kExact;
+    } else if (*v == "tf32") {
+      o.gpu_math = GpuMath::kTf32;
+    } else {
+      throw UsageError(fmt::format("--math: '{}' is not exact or tf32", *v));
+    }
+  }
+  if (auto v = flags.get("cudnn-workspace-mib")) {
+    const std::int64_t mib = cli::parse_int(*v, "cudnn-workspace-mib");
+    if (mib < 0 || mib > (std::int64_t{1} << 20)) {
+      throw UsageError(fmt::format("--cudnn-workspace-mib: {} is not 0 to 1048576", *v));
+    }
+    o.cudnn_workspace_bytes = static_cast<std::size_t>(mib) << 20;
   }
   if (auto v = flags.get("markdown")) o.markdown_path = *v;
   if (auto v = flags.get("peer-lib")) o.peer_libs = split_names(*v, "peer-lib");

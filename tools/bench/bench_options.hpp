@@ -3,6 +3,7 @@
 // turns into a silently different benchmark.
 #pragma once
 
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
@@ -14,6 +15,9 @@
 namespace convjit::bench {
 
 enum class OutputFormat { kTable, kCsv, kJson };
+
+/// f32 arithmetic on a GPU: exact (FFMA) or TF32 tensor cores, for convjit and cuDNN alike.
+enum class GpuMath { kExact, kTf32 };
 
 struct BenchOptions {
   /// The shapes file (required: the suites live outside the repository, e.g.
@@ -32,6 +36,15 @@ struct BenchOptions {
   /// No peers at all (convjit alone, checked against its naive reference).
   bool no_peers = false;
   bool help = false;
+  /// "cpu" (the CPU suite against oneDNN), or "cuda" / "cuda:N" (convjit's CUDA kernels
+  /// against cuDNN on that device).
+  std::string device = "cpu";
+  /// The device ordinal of "cuda:N" (0 for "cuda").
+  int cuda_ordinal = 0;
+  GpuMath gpu_math = GpuMath::kExact;
+  /// Workspace cuDNN's algorithm search may use, in bytes.
+  std::size_t cudnn_workspace_bytes = std::size_t{1} << 30;
+  bool on_gpu() const { return device != "cpu"; }
   /// "avx2" when CONVJIT_ISA caps convjit at AVX2 (the peers are capped alike); set by
   /// bench_command from the environment, not a flag.
   std::string isa_cap;

@@ -119,7 +119,9 @@ std::string summary(const std::vector<Record>& records,
         best = std::max(best, r->gflops);
     }
     if (self == nullptr || !self->ran()) continue;
-    const std::string g = fmt::format("{} {}T {}", dtype, threads, op);
+    // GPU cases have no thread count (0).
+    const std::string g = threads > 0 ? fmt::format("{} {}T {}", dtype, threads, op)
+                                      : fmt::format("{} {}", dtype, op);
     for (const Record* r : group) {
       if (r->impl != "convjit" && r->ran() && r->gflops > 0) {
         ratios[g][r->column()].push_back(self->gflops / r->gflops);
@@ -145,15 +147,21 @@ std::string summary(const std::vector<Record>& records,
   return out;
 }
 
-void print_csv(std::ostream& out, const std::vector<Record>& records) {
+void print_csv(std::ostream& out, const std::vector<Record>& records, bool gpu_columns) {
   fmt::print(out,
              "shape,op,dtype,threads,impl,layouts,gflops,ms,flops,setup_ms,check,max_rel_error,"
-             "kernel,note\n");
+             "kernel,note{}\n",
+             gpu_columns ? ",peak_percent,peak_of,gbps,workspace_bytes" : "");
   for (const Record& r : records) {
-    fmt::print(out, "{},{},{},{},{},{},{:.4f},{:.6f},{:.6g},{:.4f},{},{:.3g},{},{}\n",
+    fmt::print(out, "{},{},{},{},{},{},{:.4f},{:.6f},{:.6g},{:.4f},{},{:.3g},{},{}",
                csv_field(r.shape), r.op, r.dtype, r.threads, csv_field(r.impl), r.layouts, r.gflops,
                r.ms, r.flops, r.setup_ms, csv_field(r.check), r.max_rel_error, csv_field(r.kernel),
                csv_field(r.note));
+    if (gpu_columns) {
+      fmt::print(out, ",{:.2f},{},{:.3f},{}", r.peak_percent, csv_field(r.peak_of), r.gbps,
+                 r.workspace_bytes);
+    }
+    fmt::print(out, "\n");
   }
 }
 
@@ -168,11 +176,13 @@ void print_json(std::ostream& out, const std::vector<Record>& records, const std
                "{}\n    {{\"shape\": {}, \"op\": {}, \"dtype\": {}, \"threads\": {}, \"impl\": {}, "
                "\"layouts\": {}, \"gflops\": {:.4f}, \"ms\": {:.6f}, \"flops\": {:.6g}, "
                "\"setup_ms\": {:.4f}, \"check\": {}, \"max_rel_error\": {:.3g}, \"kernel\": {}, "
-               "\"note\": {}}}",
+               "\"note\": {}, \"peak_percent\": {:.2f}, \"peak_of\": {}, \"gbps\": {:.3f}, "
+               "\"workspace_bytes\": {}}}",
                i == 0 ? "" : ",", json_string(r.shape), json_string(r.op), json_string(r.dtype),
                r.threads, json_string(r.impl), json_string(r.layouts), r.gflops, r.ms, r.flops,
                r.setup_ms, json_string(r.check), r.max_rel_error, json_string(r.kernel),
-               json_string(r.note));
+               json_string(r.note), r.peak_percent, json_string(r.peak_of), r.gbps,
+               r.workspace_bytes);
   }
   fmt::print(out, "\n  ]\n}}\n");
 }

@@ -4,6 +4,7 @@
 // (benchmarks/plot_ratios.py does).
 #pragma once
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -31,8 +32,14 @@ struct Record {
   std::string kernel;
   /// Why the implementation did not run the case (empty when it did).
   std::string note;
-  /// convjit: percent of the host's measured peak (0 when unknown).
+  /// convjit: percent of the host's measured peak (0 when unknown); on a GPU of the device's
+  /// peak for the dtype's math, or of its DRAM bandwidth for depthwise ops (`peak_of` says).
   double peak_percent = 0;
+  /// "" (CPU), "tensor cores", "ffma", "dram".
+  std::string peak_of;
+  /// GPU: bytes of the three tensors over the time (GB/s); device workspace one run uses.
+  double gbps = 0;
+  std::size_t workspace_bytes = 0;
 
   bool ran() const { return note.empty(); }
   std::string column() const;
@@ -48,7 +55,9 @@ void print_table_row(std::ostream& out, const std::vector<Record>& records,
 std::string summary(const std::vector<Record>& records,
                     const std::vector<std::string>& peer_columns);
 
-void print_csv(std::ostream& out, const std::vector<Record>& records);
+/// The CSV records; `gpu_columns` appends peak_percent, peak_of, gbps and workspace_bytes (the
+/// CPU records keep the columns benchmarks/tf_peer.py writes).
+void print_csv(std::ostream& out, const std::vector<Record>& records, bool gpu_columns = false);
 /// {"tool": ..., "host": {...}, "results": [records]}.
 void print_json(std::ostream& out, const std::vector<Record>& records, const std::string& host,
                 const std::string& command);
