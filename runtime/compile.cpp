@@ -100,6 +100,18 @@ Expected<std::shared_ptr<const codegen::Backend>> choose_backend(const CompileOp
   return get_backend(device.value(), name, config.isa_cap);
 }
 
+// The process's memory cache, wired on first use to drop the descriptor memo's references to
+// the kernels it lets go (eviction, clear): an evicted kernel must really be freed.
+KernelCache& memory_cache() {
+  static KernelCache& cache = []() -> KernelCache& {
+    KernelCache& c = global_kernel_cache();
+    c.set_eviction_listener(
+        [](std::uint64_t epoch) { global_descriptor_memo().forget_older_than(epoch); });
+    return c;
+  }();
+  return cache;
+}
+
 // The full path: validation, backend, canonical key, memory cache (and disk cache, and code
 // generation). `memo_key` is the request's descriptor-memo key, empty when the memo is not used.
 Expected<std::shared_ptr<const detail::KernelImpl>> compile_slow(const OpDescriptor& desc,
@@ -140,7 +152,7 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_slow(const OpDescrip
       return compile_through_disk_cache(key, desc, problem.value(), *backend.value(),
                                         plan_options.num_threads, build, &disk_hit);
     };
-    KernelCache& cache = global_kernel_cache();
+    KernelCache& cache = memory_cache();
     // Read before the lookup: see KernelCache::epoch.
     const std::uint64_t epoch_before = cache.epoch();
     Expected<KernelCache::Result> result = cache.get_or_compile(key, build_or_load);
@@ -161,8 +173,14 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_slow(const OpDescrip
                                                                     ParallelFor{});
       // The memo may hold about two entries per cached kernel: requests that differ only in
       // how they name the same problem (a thread count given or defaulted, ...) share one.
-      global_descriptor_memo().remember(memo_key, std::move(memo_kernel), epoch_before,
-                                        cache.epoch(), 2 * cache.capacity());
+      DescriptorMemo& memo = global_descriptor_memo();
+      memo.remember(memo_key, std::move(memo_kernel), epoch_before, cache.epoch(),
+                    2 * cache.capacity());
+      // A kernel that left the cache while this entry was being recorded, after the cache's
+      // listener had cleaned the memo, would stay alive in it: look once more.
+      if (const std::uint64_t now = cache.epoch(); now != epoch_before) {
+        memo.forget_older_than(now);
+      }
     }
   }
 
@@ -192,7 +210,7 @@ Expected<std::shared_ptr<const detail::KernelImpl>> compile_kernel(const OpDescr
   thread_local std::string memo_key;
   make_descriptor_key(desc, options, num_threads, config.isa_cap, &memo_key);
 
-  KernelCache& cache = global_kernel_cache();
+  KernelCache& cache = memory_cache();
   std::shared_ptr<const detail::KernelImpl> kernel =
       global_descriptor_memo().find(memo_key, cache.epoch());
   if (kernel == nullptr) {

@@ -112,9 +112,9 @@ DescriptorMemo::Kernel DescriptorMemo::find(std::string_view key, std::uint64_t 
 
 void DescriptorMemo::remember(std::string_view key, Kernel kernel, std::uint64_t seen,
                               std::uint64_t now, std::size_t limit) {
-  if (limit == 0 || kernel == nullptr || seen != now) return;
   // Entries of older epochs can never be used again; they only hold kernels the cache let go.
   if (clean_epoch_.load(std::memory_order_acquire) < now) drop_stale(now);
+  if (limit == 0 || kernel == nullptr || seen != now) return;
 
   const std::uint64_t hash = hash_(key);
   Shard& shard = shard_of(hash);
@@ -158,6 +158,10 @@ void DescriptorMemo::drop_stale(std::uint64_t epoch) {
   while (clean < epoch &&
          !clean_epoch_.compare_exchange_weak(clean, epoch, std::memory_order_acq_rel)) {
   }
+}
+
+void DescriptorMemo::forget_older_than(std::uint64_t epoch) {
+  if (clean_epoch_.load(std::memory_order_acquire) < epoch) drop_stale(epoch);
 }
 
 void DescriptorMemo::clear() {

@@ -58,6 +58,10 @@ class DescriptorMemo {
   void remember(std::string_view key, Kernel kernel, std::uint64_t seen, std::uint64_t now,
                 std::size_t limit);
 
+  /// Drops every entry recorded before `epoch`: they can never be used again, and holding them
+  /// would keep kernels the cache has let go alive. The memory cache's eviction listener.
+  void forget_older_than(std::uint64_t epoch);
+
   void clear();
   Stats stats() const;
 

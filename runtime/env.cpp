@@ -54,6 +54,37 @@ bool parse_bool(std::string_view text, bool* out) {
 
 }  // namespace
 
+bool parse_byte_size(std::string_view text, std::size_t* out) {
+  text = trim(text);
+  if (text.empty()) return false;
+  unsigned shift = 0;
+  switch (text.back()) {
+    case 'k':
+    case 'K':
+      shift = 10;
+      break;
+    case 'm':
+    case 'M':
+      shift = 20;
+      break;
+    case 'g':
+    case 'G':
+      shift = 30;
+      break;
+    default:
+      break;
+  }
+  if (shift != 0) text.remove_suffix(1);
+  unsigned long long value = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return false;
+  if (shift != 0 && value > (static_cast<unsigned long long>(-1) >> shift)) return false;
+  value <<= shift;
+  if (value > static_cast<unsigned long long>(static_cast<std::size_t>(-1))) return false;
+  *out = static_cast<std::size_t>(value);
+  return true;
+}
+
 int hardware_threads() {
   const unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
@@ -85,6 +116,15 @@ EnvConfig parse_env(const EnvGetter& get, std::vector<std::string>* warnings) {
     } else {
       warn("CONVJIT_CACHE_CAPACITY", v, fmt::format("an integer in [0, {}]", kMaxCacheCapacity),
            std::to_string(kDefaultCacheCapacity));
+    }
+  }
+  if (const char* v = get("CONVJIT_CACHE_BYTES")) {
+    std::size_t bytes = 0;
+    if (parse_byte_size(v, &bytes)) {
+      config.cache_bytes = bytes;
+    } else {
+      warn("CONVJIT_CACHE_BYTES", v, "a size in bytes, e.g. 268435456, 256M or 1G",
+           fmt::format("{}M", kDefaultCacheBytes >> 20));
     }
   }
   if (const char* v = get("CONVJIT_NUM_THREADS")) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "codegen/cpu/cpu_info.hpp"
@@ -13,6 +14,9 @@ namespace convjit::runtime {
 
 /// Memory cache entries when CONVJIT_CACHE_CAPACITY is unset.
 inline constexpr std::size_t kDefaultCacheCapacity = 512;
+/// Resident bytes (code and idle scratch) the memory cache keeps when CONVJIT_CACHE_BYTES is
+/// unset: a network's kernels with their scratch fit; hundreds of large ones do not.
+inline constexpr std::size_t kDefaultCacheBytes = std::size_t{1} << 30;
 
 /// The settings the environment variables select.
 struct EnvConfig {
@@ -20,6 +24,8 @@ struct EnvConfig {
   int verbose = 0;
   /// CONVJIT_CACHE_CAPACITY: kernels the memory cache keeps (0 disables it).
   std::size_t cache_capacity = kDefaultCacheCapacity;
+  /// CONVJIT_CACHE_BYTES: resident bytes of the memory cache's kernels (see docs/CACHE.md).
+  std::size_t cache_bytes = kDefaultCacheBytes;
   /// CONVJIT_NUM_THREADS: threads a run may use; default all cores.
   int num_threads = 1;
   /// CONVJIT_ISA: the highest instruction set the code generators may use.
@@ -34,6 +40,10 @@ struct EnvConfig {
 
 /// Reads a variable; returns nullptr when it is unset (std::getenv in production).
 using EnvGetter = std::function<const char*(const char* name)>;
+
+/// "1048576", "64K", "256M", "2G" (binary multiples; case-insensitive suffix) as bytes; false
+/// when it is not such a size or does not fit.
+bool parse_byte_size(std::string_view text, std::size_t* out);
 
 /// Parses the variables through `get`. Each bad value appends one message to `warnings`
 /// and leaves that setting at its default. Exposed so tests need not touch the process

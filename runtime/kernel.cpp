@@ -1,11 +1,13 @@
 #include "runtime/kernel.hpp"
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
 
+#include "runtime/kernel_cache.hpp"
 #include "runtime/thread_pool.hpp"
 #include "runtime/verbose_log.hpp"
 
@@ -72,6 +74,34 @@ Status check_operands(OpKind op, const ConvProblem& problem, const std::array<Op
       case TensorRole::kY: pointers->y = arg.data; break;
     }
   }
+  return check_no_alias(op, problem, args);
+}
+
+Status check_no_alias(OpKind op, const ConvProblem& problem,
+                      const std::array<OperandArg, 3>& args) {
+  // The kernels write the output while they still read the inputs (and zero or pre-fill parts
+  // of it first), so any shared byte gives a wrong result: refused, never computed.
+  const std::array<TensorRole, 3> roles = operand_roles(problem.direction);
+  struct Range {
+    std::uintptr_t begin, end;
+  };
+  auto range_of = [&](int i) {
+    const auto begin = reinterpret_cast<std::uintptr_t>(args[static_cast<std::size_t>(i)].data);
+    const auto bytes = static_cast<std::uintptr_t>(
+        problem.elements(roles[static_cast<std::size_t>(i)]) * dtype_size(problem.dtype));
+    return Range{begin, begin + bytes};
+  };
+  const Range out = range_of(2);
+  if (out.begin == out.end) return Status::ok();  // nothing is written
+  for (int i = 0; i < 2; ++i) {
+    const Range in = range_of(i);
+    if (in.begin == in.end || in.end <= out.begin || out.end <= in.begin) continue;
+    return invalid_argument(fmt::format(
+        "{}: operand '{}' ([{:#x}, {:#x}), {} bytes) overlaps operand '{}' ([{:#x}, {:#x}), {} "
+        "bytes); the output must not share memory with an input",
+        op_name(op), operand_name(op, 2), out.begin, out.end, out.end - out.begin,
+        operand_name(op, i), in.begin, in.end, in.end - in.begin));
+  }
   return Status::ok();
 }
 
@@ -113,6 +143,8 @@ Status KernelImpl::run(const std::array<runtime::OperandArg, 3>& args,
         parallel_for ? parallel_for
                      : runtime::resolve_parallel_for(parallel_for_, compiled_->num_threads);
     CONVJIT_RETURN_IF_ERROR(compiled_->code->run(pointers, run_context));
+    // The run may have left a scratch block with the kernel: the memory cache's byte bound.
+    runtime::global_kernel_cache().note_run(*compiled_);
   }
   if (log) {
     const double ms =

@@ -42,6 +42,18 @@ class UseMark {
   mutable std::atomic<bool> used_{false};
 };
 
+/// The memory cache's bookkeeping for one kernel: whether it is in the cache, and its resident
+/// bytes when last looked at (KernelCache::note_run). A copy starts out of the cache: it is a
+/// different kernel object.
+struct CacheResidence {
+  CacheResidence() = default;
+  CacheResidence(const CacheResidence&) noexcept {}
+  CacheResidence& operator=(const CacheResidence&) noexcept { return *this; }
+
+  mutable std::atomic<bool> in_cache{false};
+  mutable std::atomic<std::size_t> resident_seen{0};
+};
+
 /// One compiled problem: immutable (but for `use_mark`), shared by every handle and by the cache.
 struct CompiledKernel {
   ConvProblem problem;
@@ -62,6 +74,8 @@ struct CompiledKernel {
   int num_threads = 1;
   /// Set by memo hits; read by the memory cache's eviction (see UseMark).
   UseMark use_mark;
+  /// The memory cache's bookkeeping (see CacheResidence).
+  CacheResidence residence;
 };
 
 /// One operand of a run as the APIs pass it: no ownership, no allocation.
@@ -80,9 +94,13 @@ std::string_view operand_name(OpKind op, int index);
 
 /// Checks every operand (data present unless empty, dtype, rank 4, exact shape) against
 /// `problem`; an InvalidArgument naming the operand and expected vs actual shape otherwise.
-/// On success fills `pointers` with the data of each role.
+/// Then check_no_alias. On success fills `pointers` with the data of each role.
 Status check_operands(OpKind op, const ConvProblem& problem, const std::array<OperandArg, 3>& args,
                       OperandPointers* pointers);
+
+/// InvalidArgument naming both operands when the output's bytes overlap either input's (an
+/// exact alias or any partial overlap); tensors that merely touch, or are empty, are fine.
+Status check_no_alias(OpKind op, const ConvProblem& problem, const std::array<OperandArg, 3>& args);
 
 }  // namespace convjit::runtime
 

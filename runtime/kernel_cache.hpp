@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "frontend/hash.hpp"
 #include "frontend/problem.hpp"
@@ -34,10 +35,18 @@ struct CacheStats {
   std::uint64_t hits = 0;       // found in memory (count_front_hit's included)
   std::uint64_t misses = 0;     // compiled by the caller
   std::uint64_t coalesced = 0;  // waited for another thread's compile of the same key
-  std::uint64_t evictions = 0;
+  std::uint64_t evictions = 0;  // by either bound
+  /// Kernels whose idle scratch was released to keep within the byte bound.
+  std::uint64_t idle_releases = 0;
   std::size_t size = 0;
   std::size_t capacity = 0;
+  /// Host memory the cached kernels keep between runs (code and idle scratch), as of now.
+  std::size_t resident_bytes = 0;
+  std::size_t byte_limit = 0;
 };
+
+/// No byte bound (KernelCache's default; the process's cache reads CONVJIT_CACHE_BYTES).
+inline constexpr std::size_t kUnboundedBytes = static_cast<std::size_t>(-1);
 
 class KernelCache {
  public:
@@ -52,9 +61,18 @@ class KernelCache {
     Source source = Source::kCompiled;
   };
 
-  /// Keeps at most `capacity` kernels (0: keep none, still single-flight). `hash` is a test
-  /// seam: a constant function makes every key collide.
-  explicit KernelCache(std::size_t capacity, HashFn hash = &hash128);
+  /// Called, outside the cache's lock, after kernels left the cache (eviction, replacement,
+  /// clear); the argument is the epoch() that followed. compile()'s descriptor memo drops its
+  /// references to them here, so that an evicted kernel nobody else holds is freed at once.
+  using EvictionListener = std::function<void(std::uint64_t epoch)>;
+
+  /// Keeps at most `capacity` kernels (0: keep none, still single-flight) and, beyond the
+  /// most recently inserted or run one, at most `byte_limit` bytes of their resident memory
+  /// (CompiledCode::resident_bytes: code plus idle scratch): past it, idle scratch is
+  /// released, least recently used kernels first, and only then are kernels evicted. `hash`
+  /// is a test seam: a constant function makes every key collide.
+  explicit KernelCache(std::size_t capacity, HashFn hash = &hash128,
+                       std::size_t byte_limit = kUnboundedBytes);
 
   /// Memory lookup, else compile (once, however many threads ask for `key` at the same time:
   /// the others wait and share the result), then insert. A failed compile is returned to every
@@ -70,6 +88,16 @@ class KernelCache {
   void clear();
   void set_capacity(std::size_t capacity);
   std::size_t capacity() const { return capacity_seen_.load(std::memory_order_relaxed); }
+  /// Changes the byte bound and applies it at once.
+  void set_byte_limit(std::size_t bytes);
+  std::size_t byte_limit() const { return byte_limit_seen_.load(std::memory_order_relaxed); }
+  void set_eviction_listener(EvictionListener listener);
+
+  /// Called after every run of `kernel` (KernelImpl::run): when its resident memory grew
+  /// (a first run keeps its scratch block) and the cache may now be over its byte bound, the
+  /// bound is applied, sparing `kernel` itself. A few atomic operations otherwise; kernels
+  /// that are not in this cache are ignored.
+  void note_run(const CompiledKernel& kernel);
 
   /// Advances whenever a kernel leaves the cache (eviction, replacement, clear) and on every
   /// set_capacity. An index in front of the cache (compile()'s descriptor memo) that read
@@ -92,25 +120,40 @@ class KernelCache {
   };
   struct Flight;
 
+  // Kernels leaving the cache under the lock are moved here and released after it (the last
+  // reference frees code pages and scratch), and the listener is told.
+  using Dropped = std::vector<Entry>;
+
   Entry lookup_locked(const std::string& key, const Hash128& hash);
-  void insert_locked(const std::string& key, const Hash128& hash, Entry kernel);
-  void evict_locked();
+  void insert_locked(const std::string& key, const Hash128& hash, Entry kernel, Dropped* dropped);
+  void evict_locked(Dropped* dropped);
+  // Applies the byte bound, sparing `spare` (the kernel just inserted or run; may be null).
+  void trim_bytes_locked(const CompiledKernel* spare, Dropped* dropped);
+  void erase_locked(std::list<Node>::iterator victim, Dropped* dropped);
+  void after_unlock(Dropped dropped);
   void bump_epoch() { epoch_.fetch_add(1, std::memory_order_acq_rel); }
 
   const HashFn hash_;
   mutable std::mutex mutex_;
   std::size_t capacity_;
-  // Lock-free reads for capacity() and epoch(); written under mutex_.
+  std::size_t byte_limit_;
+  // Lock-free reads for capacity(), byte_limit() and epoch(); written under mutex_.
   std::atomic<std::size_t> capacity_seen_;
+  std::atomic<std::size_t> byte_limit_seen_;
   std::atomic<std::uint64_t> epoch_{0};
   std::atomic<std::uint64_t> front_hits_{0};
+  // Resident bytes of the cached kernels when the bound was last applied, plus what runs have
+  // added since (note_run): an estimate that decides when to apply the bound again.
+  std::atomic<std::size_t> resident_at_trim_{0};
+  std::atomic<std::size_t> grown_since_trim_{0};
+  EvictionListener listener_;  // guarded by mutex_ (copied out before it is called)
   std::list<Node> lru_;  // front = most recently used
   std::unordered_multimap<Hash128, std::list<Node>::iterator, HashOf> index_;
   std::unordered_map<std::string, std::shared_ptr<Flight>> in_flight_;
   CacheStats counters_;
 };
 
-/// The process's cache, sized by CONVJIT_CACHE_CAPACITY.
+/// The process's cache, bounded by CONVJIT_CACHE_CAPACITY (kernels) and CONVJIT_CACHE_BYTES.
 KernelCache& global_kernel_cache();
 
 }  // namespace convjit::runtime

@@ -45,8 +45,8 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
   const int error = errno;
   if (error == ENOENT) {
     fmt::print(err,
-               "convjit bench: {} is not installed: the benchmark against oneDNN is built only "
-               "where oneDNN (libdnnl-dev) and OpenMP were found when convjit was configured\n",
+               "convjit bench: {} is not installed beside convjit (a partial install, or a build "
+               "without the tools)\n",
                kBenchProgram);
   } else {
     fmt::print(err, "convjit bench: cannot run {}: {}\n", sibling.empty() ? kBenchProgram : sibling,

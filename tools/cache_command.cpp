@@ -561,18 +561,21 @@ int purge(const ParsedFlags& flags, const Io& io) {
         if (!filter.empty()) pick = pick && e.meta && filter.matches(*e.meta);
       }
       if (!pick) continue;
-      dc::Removed one = cache->remove(e.key_hash);
-      removed.entries += one.entries;
-      removed.bytes += one.bytes;
+      removed.add(cache->remove(e.key_hash));
     }
   }
   if (max_bytes) {
-    dc::Removed more = cache->evict_to(static_cast<std::uint64_t>(std::max<std::int64_t>(*max_bytes, 0)));
-    removed.entries += more.entries;
-    removed.bytes += more.bytes;
+    removed.add(
+        cache->evict_to(static_cast<std::uint64_t>(std::max<std::int64_t>(*max_bytes, 0))));
   }
+  // What was really removed, whatever was asked: a read-only cache removes nothing.
   fmt::print(io.out, "removed {} entries ({}); {} remain in {}\n", removed.entries,
              human_bytes(removed.bytes), human_bytes(cache->scan().total_bytes), cache->dir().string());
+  if (removed.failed > 0) {
+    fmt::print(io.err, "convjit cache: could not remove {} {} from {}: {}\n", removed.failed,
+               removed.failed == 1 ? "entry" : "entries", cache->dir().string(), removed.error);
+    return kExitFailure;
+  }
   return kExitOk;
 }
 

@@ -22,7 +22,7 @@ constexpr std::array<FlagSpec, 23> kRunFlags{{
     {"explicit-paddings", "LIST", "8 pads, before/after per dimension in data_format order"},
     {"data-format", "FMT", "NHWC (default) or NCHW"},
     {"dilations", "LIST", "4 dilations in data_format order (default 1,1,1,1)"},
-    {"dtype", "TYPE", "half, bfloat16, float32 or float64 (default: the .npy files' type, else float32)"},
+    {"dtype", "TYPE", "half, bfloat16, float32 or float64, or f16, bf16, f32, f64 (default: the .npy files' type, else float32)"},
     {"input", "FILE.npy", "the input tensor (its shape defines the input)"},
     {"filter", "FILE.npy", "the filter tensor, HWIO (its shape defines the filter)"},
     {"out-backprop", "FILE.npy", "the out_backprop tensor (default: random, shape by the output-size rule)"},
@@ -70,10 +70,12 @@ DataFormat parse_format_attr(std::string_view text) {
 }
 
 DType parse_dtype_attr(std::string_view text) {
-  if (text == "half" || text == "float16") return DType::kHalf;
-  if (text == "bfloat16") return DType::kBFloat16;
-  if (text == "float32" || text == "float") return DType::kFloat32;
-  if (text == "float64" || text == "double") return DType::kFloat64;
+  // TensorFlow's names, and the short ones `convjit bench --dtype` prints; both commands take
+  // the same set.
+  if (text == "half" || text == "float16" || text == "f16") return DType::kHalf;
+  if (text == "bfloat16" || text == "bf16") return DType::kBFloat16;
+  if (text == "float32" || text == "float" || text == "f32") return DType::kFloat32;
+  if (text == "float64" || text == "double" || text == "f64") return DType::kFloat64;
   throw Error(ErrorKind::kInvalidArgument,
               fmt::format("Value for attr 'T' of {} is not in the list of allowed values: half, "
                           "bfloat16, float, double", text));

@@ -6,7 +6,10 @@
 
 #include <fmt/format.h>
 
+#include <sys/mman.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -63,10 +66,10 @@ std::string kernel_name(const ir::LoopNest& nest, const cpu::CpuInfo& target) {
 // Scratch blocks of one kernel, reused from run to run: a fresh multi-megabyte allocation per
 // run (activation-sized copies) comes back from the allocator as unmapped pages, and faulting
 // them in cost more than the copies themselves. One idle block is kept per kernel (released
-// with it, or when the cache asks); runs that overlap allocate their own. Blocks are never
-// cleared: every scratch the schedule reads it has written first (partial sums are zeroed by
-// the thread that owns them, padded copies write their borders), which the interpreter checks
-// by filling its scratch with NaN.
+// with it, or by drop_idle when the memory cache is over its byte bound); runs that overlap
+// allocate their own. Blocks are never cleared: every scratch the schedule reads it has written
+// first (partial sums are zeroed by the thread that owns them, padded copies write their
+// borders), which the interpreter checks by filling its scratch with NaN.
 class ScratchPool {
  public:
   using Block = std::unique_ptr<void, decltype(&std::free)>;
@@ -76,31 +79,63 @@ class ScratchPool {
   Block acquire() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      if (idle_) return std::move(idle_);
+      if (idle_) {
+        idle_bytes_.store(0, std::memory_order_relaxed);
+        return std::move(idle_);
+      }
     }
-    return Block(std::aligned_alloc(x86::kScratchAlign, bytes_), &std::free);
+    return allocate(bytes_);
   }
 
   void release(Block block) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!idle_) idle_ = std::move(block);
+    if (!idle_) {
+      idle_ = std::move(block);
+      idle_bytes_.store(bytes_, std::memory_order_relaxed);
+    }
   }
 
-  std::size_t idle_bytes() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    return idle_ ? bytes_ : 0;
-  }
+  /// Lock-free: read after every run by the memory cache's byte accounting.
+  std::size_t idle_bytes() const { return idle_bytes_.load(std::memory_order_relaxed); }
 
   void drop_idle() {
-    Block dropped(nullptr, &std::free);
+    Block dropped(nullptr, &std::free);  // freed after the lock
     std::lock_guard<std::mutex> lock(mutex_);
     dropped = std::move(idle_);
+    idle_bytes_.store(0, std::memory_order_relaxed);
   }
 
  private:
+  // Blocks of a megabyte or more get pages of their own, so that dropping one gives the memory
+  // back to the system at once: malloc keeps a freed block of that size in its heap (its mmap
+  // threshold rises with every large block freed) and the process's resident size with it.
+  // The mapping's size sits in a header page in front of the block.
+  static constexpr std::size_t kMappedBlockBytes = std::size_t{1} << 20;
+  static constexpr std::size_t kHeaderBytes = 4096;  // a page; keeps the block page-aligned
+  static_assert(kHeaderBytes % x86::kScratchAlign == 0);
+
+  static Block allocate(std::size_t bytes) {
+    if (bytes < kMappedBlockBytes) {
+      return Block(std::aligned_alloc(x86::kScratchAlign, bytes), &std::free);
+    }
+    const std::size_t mapped =
+        kHeaderBytes + (bytes + kHeaderBytes - 1) / kHeaderBytes * kHeaderBytes;
+    void* base = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return Block(nullptr, &std::free);
+    *static_cast<std::size_t*>(base) = mapped;
+    return Block(static_cast<char*>(base) + kHeaderBytes, &unmap);
+  }
+
+  static void unmap(void* block) noexcept {
+    if (block == nullptr) return;
+    void* base = static_cast<char*>(block) - kHeaderBytes;
+    munmap(base, *static_cast<const std::size_t*>(base));
+  }
+
   std::size_t bytes_;
   std::mutex mutex_;
-  Block idle_{nullptr, &std::free};  // guarded by mutex_
+  Block idle_{nullptr, &std::free};         // guarded by mutex_
+  std::atomic<std::size_t> idle_bytes_{0};  // idle_ ? bytes_ : 0, written under mutex_
 };
 
 class X86Code final : public CompiledCode {

@@ -102,7 +102,9 @@ CONVJIT_API convjit_status convjit_compile_with_options(const convjit_op_desc* d
 CONVJIT_API convjit_status convjit_compile_text(const char* descriptor_text, convjit_kernel** out);
 
 /* Runs the op: a and b are its operands in TensorFlow's argument order (see convjit.hpp),
- * out receives the result. Safe to call from many threads at once on one kernel. */
+ * out receives the result. Safe to call from many threads at once on one kernel. out's bytes
+ * must not overlap a's or b's (no in-place runs): an overlap is CONVJIT_INVALID_ARGUMENT and
+ * nothing is written. */
 CONVJIT_API convjit_status convjit_run(const convjit_kernel* kernel, const convjit_tensor* a,
                                        const convjit_tensor* b, const convjit_tensor* out);
 

@@ -153,7 +153,8 @@ class Kernel {
   ///   Conv2D / DepthwiseConv2dNative:        a = input,  b = filter,       out = output
   ///   Conv2DBackpropInput(V2) / Depthwise*:  a = filter, b = out_backprop, out = input grad
   ///   Conv2DBackpropFilter / Depthwise*:     a = input,  b = out_backprop, out = filter grad
-  /// Shapes and dtypes must match the descriptor exactly.
+  /// Shapes and dtypes must match the descriptor exactly. `out` must not share a byte with
+  /// `a` or `b` (no in-place runs): an overlap throws kInvalidArgument and writes nothing.
   void run(const TensorView& a, const TensorView& b, const TensorView& out) const;
   /// The same on a device stream and, optionally, the caller's workspace. For a CUDA kernel
   /// the data pointers are device memory (host memory for "cuda-interpret").

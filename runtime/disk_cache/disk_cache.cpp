@@ -1,7 +1,5 @@
 #include "runtime/disk_cache/disk_cache.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -28,28 +26,6 @@ std::string checksum_of(std::span<const std::uint8_t> bytes) {
 bool is_hash_hex(std::string_view s) {
   return s.size() == kHashHexDigits &&
          std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-std::int64_t mtime_ms(const struct stat& info) {
-  return static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000 + info.st_mtim.tv_nsec / 1000000;
-}
-
-struct DirFile {
-  std::string name;
-  std::uint64_t bytes = 0;
-  std::int64_t mtime_ms = 0;
-};
-
-std::vector<DirFile> list_files(const std::filesystem::path& dir) {
-  std::vector<DirFile> files;
-  std::error_code ec;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    struct stat info {};
-    if (::lstat(it->path().c_str(), &info) != 0 || !S_ISREG(info.st_mode)) continue;
-    files.push_back({it->path().filename().string(), static_cast<std::uint64_t>(info.st_size),
-                     mtime_ms(info)});
-  }
-  return files;
 }
 
 // Groups the directory's files by the key hash that starts their name.
@@ -117,14 +93,20 @@ std::uint64_t DiskCache::configured_max_bytes() {
   return value;
 }
 
+void Removed::add(const Removed& other) {
+  entries += other.entries;
+  bytes += other.bytes;
+  failed += other.failed;
+  if (error.empty()) error = other.error;
+}
+
 Expected<std::unique_ptr<DiskCache>> DiskCache::open(const std::filesystem::path& dir,
                                                      const OpenOptions& options) {
-  Status status = options.create ? prepare_cache_dir(dir, options.owner_uid)
-                                 : check_cache_dir(dir, options.owner_uid);
-  if (!status.is_ok()) return status;
+  Expected<CacheDir> opened = CacheDir::open(dir, options.owner_uid, options.create);
+  if (!opened) return opened.status();
   OpenOptions resolved = options;
   if (resolved.library_version.empty()) resolved.library_version = std::string(library_version());
-  return std::unique_ptr<DiskCache>(new DiskCache(dir, std::move(resolved)));
+  return std::unique_ptr<DiskCache>(new DiskCache(std::move(*opened), std::move(resolved)));
 }
 
 DiskCache* DiskCache::process_default() {
@@ -150,8 +132,8 @@ DiskCache* DiskCache::process_default() {
 }
 
 Expected<Entry> DiskCache::verify(std::string_view key_hash, std::optional<std::string_view> key) {
-  std::filesystem::path meta_path = dir_ / meta_file_name(key_hash);
-  Expected<std::vector<std::uint8_t>> meta_bytes = read_file(meta_path);
+  Expected<std::vector<std::uint8_t>> meta_bytes =
+      read_file_at(dir_.fd(), meta_file_name(key_hash));
   if (!meta_bytes) return meta_bytes.status();
   Expected<EntryMeta> meta = meta_from_json(
       std::string_view(reinterpret_cast<const char*>(meta_bytes->data()), meta_bytes->size()));
@@ -173,7 +155,7 @@ Expected<Entry> DiskCache::verify(std::string_view key_hash, std::optional<std::
     if (!record.file.starts_with(key_hash)) {
       return invalid_argument(fmt::format("artifact '{}' belongs to another entry", name));
     }
-    Expected<std::vector<std::uint8_t>> bytes = read_file(dir_ / record.file);
+    Expected<std::vector<std::uint8_t>> bytes = read_file_at(dir_.fd(), record.file);
     if (!bytes) {
       // Gone: evicted or replaced by another process between our two reads. A miss, not damage.
       if (bytes.status().code() == StatusCode::kNotFound) return bytes.status();
@@ -206,7 +188,7 @@ std::optional<Entry> DiskCache::lookup(std::string_view key) {
   if (entry) return std::move(*entry);
   if (entry.status().code() == StatusCode::kInvalidArgument) {
     warn(fmt::format("disk cache entry {} in {} dropped ({}); recompiling it",
-                     key_hash.substr(0, 12), dir_.string(), entry.status().message()));
+                     key_hash.substr(0, 12), dir().string(), entry.status().message()));
     remove(key_hash);
   }
   return std::nullopt;
@@ -236,18 +218,33 @@ Status DiskCache::store(Entry entry) {
     meta.hits = previous->meta.hits;
     meta.compiles = previous->meta.compiles + 1;
   }
-  CONVJIT_RETURN_IF_ERROR(write_entry(entry));
-  if (options_.max_bytes > 0) evict_to(options_.max_bytes);
-  return Status::ok();
+  return write_within_limit(entry);
 }
 
 Status DiskCache::import(Entry entry) {
   if (!writable_.load()) return {StatusCode::kUnavailable, "disk cache is not writable"};
   entry.meta.format = kFormatVersion;
   entry.meta.key_hash = hash128(entry.meta.key).hex();
-  CONVJIT_RETURN_IF_ERROR(write_entry(entry));
-  if (options_.max_bytes > 0) evict_to(options_.max_bytes);
-  return Status::ok();
+  return write_within_limit(entry);
+}
+
+Status DiskCache::write_within_limit(Entry& entry) {
+  // The metadata as it stands, plus room for its artifact records: close enough.
+  std::uint64_t incoming = meta_to_json(entry.meta).size() + 256 * entry.artifacts.size();
+  for (const auto& [name, bytes] : entry.artifacts) incoming += bytes.size();
+  // Room first, so that the directory never holds more than the limit, not even for a while.
+  if (options_.max_bytes > 0) {
+    evict_to(options_.max_bytes > incoming ? options_.max_bytes - incoming : 0);
+  }
+  Status written = write_entry(entry);
+  if (written.code() == StatusCode::kResourceExhausted) {
+    // The file system is full (or the user's quota): older entries give way to the new one.
+    const std::uint64_t used = scan().total_bytes;
+    evict_to(used > incoming ? used - incoming : 0);
+    written = write_entry(entry);
+  }
+  if (!written.is_ok()) warn_write_failure(written);
+  return written;
 }
 
 // Artifacts first, metadata last: until the metadata's rename the entry does not exist.
@@ -259,29 +256,30 @@ Status DiskCache::write_entry(Entry& entry) {
     record.size = bytes.size();
     record.checksum = checksum_of(bytes);
     record.file = artifact_file_name(meta.key_hash, name, record.checksum);
-    Status written = write_file_atomic(dir_ / record.file, bytes);
-    if (!written.is_ok()) {
-      warn_write_failure(written);
-      return written;
-    }
+    CONVJIT_RETURN_IF_ERROR(write_file_atomic_at(dir_.fd(), record.file, bytes));
     meta.artifacts.emplace(name, std::move(record));
   }
   meta.code_size = entry.artifact(kCodeArtifact).size();
-  Status written = write_file_atomic(dir_ / meta_file_name(meta.key_hash), meta_to_json(meta));
-  if (!written.is_ok()) {
-    warn_write_failure(written);
-    return written;
-  }
-  return Status::ok();
+  return write_file_atomic_at(dir_.fd(), meta_file_name(meta.key_hash), meta_to_json(meta));
 }
 
 void DiskCache::record_hit(const EntryMeta& meta) {
   if (!writable_.load()) return;
-  EntryMeta updated = meta;
-  updated.hits += 1;
-  updated.last_used_ms = now_unix_ms();
+  // Under the lock eviction takes: the entry cannot be evicted between the check that it is
+  // still there and the rename of its new metadata, so a late count never brings back the
+  // metadata of an evicted entry (whose artifacts are gone).
+  const CacheDir::Lock lock = dir_.lock();
+  const std::string name = meta_file_name(meta.key_hash);
+  Expected<std::vector<std::uint8_t>> bytes = read_file_at(dir_.fd(), name);
+  if (!bytes) return;  // evicted or removed meanwhile: nothing to count
+  Expected<EntryMeta> current =
+      meta_from_json(std::string_view(reinterpret_cast<const char*>(bytes->data()), bytes->size()));
+  // Replaced by a damaged file or another key's: not ours to touch (verify drops it).
+  if (!current || current->key != meta.key) return;
+  current->hits += 1;
+  current->last_used_ms = now_unix_ms();
   // A failure here only loses a count; it is not worth a warning of its own.
-  (void)write_file_atomic(dir_ / meta_file_name(meta.key_hash), meta_to_json(updated));
+  (void)write_file_atomic_at(dir_.fd(), name, meta_to_json(*current));
 }
 
 void DiskCache::record_hit_in_background(const EntryMeta& meta) {
@@ -320,7 +318,7 @@ Expected<std::string> DiskCache::resolve_prefix(std::string_view prefix) const {
   for (char c : prefix) lowered += static_cast<char>(c >= 'A' && c <= 'F' ? c - 'A' + 'a' : c);
   if (lowered.empty()) return invalid_argument("empty key prefix");
   std::vector<std::string> matches;
-  for (const auto& [hash, group] : group_files(list_files(dir_), nullptr)) {
+  for (const auto& [hash, group] : group_files(dir_.list(), nullptr)) {
     if (group.meta && hash.starts_with(lowered)) matches.push_back(hash);
   }
   if (matches.empty()) return Status{StatusCode::kNotFound, fmt::format("no entry matches '{}'", prefix)};
@@ -334,7 +332,7 @@ Expected<std::string> DiskCache::resolve_prefix(std::string_view prefix) const {
 Scan DiskCache::scan() const {
   Scan result;
   std::vector<DirFile> others;
-  std::vector<DirFile> files = list_files(dir_);
+  std::vector<DirFile> files = dir_.list();
   for (const DirFile& f : files) result.total_bytes += f.bytes;
   for (const auto& [hash, group] : group_files(files, &others)) {
     if (!group.meta) continue;  // orphaned artifacts: not an entry
@@ -342,7 +340,7 @@ Scan DiskCache::scan() const {
     scanned.key_hash = hash;
     scanned.bytes = group.bytes;
     scanned.mtime_ms = group.meta->mtime_ms;
-    Expected<std::vector<std::uint8_t>> bytes = read_file(dir_ / group.meta->name);
+    Expected<std::vector<std::uint8_t>> bytes = read_file_at(dir_.fd(), group.meta->name);
     if (!bytes) {
       scanned.problem = bytes.status().message();
     } else {
@@ -357,28 +355,51 @@ Scan DiskCache::scan() const {
 }
 
 Removed DiskCache::remove(std::string_view key_hash) {
+  const CacheDir::Lock lock = dir_.lock();
+  return remove_locked(key_hash);
+}
+
+Removed DiskCache::remove_locked(std::string_view key_hash) {
   Removed removed;
-  std::vector<DirFile> files = list_files(dir_);
-  auto groups = group_files(files, nullptr);
+  auto groups = group_files(dir_.list(), nullptr);
   auto it = groups.find(std::string(key_hash));
   if (it == groups.end()) return removed;
-  if (it->second.meta) ::unlink((dir_ / it->second.meta->name).c_str());
-  for (const DirFile& f : it->second.artifacts) ::unlink((dir_ / f.name).c_str());
-  removed.entries = it->second.meta ? 1 : 0;
-  removed.bytes = it->second.bytes;
+  if (it->second.meta) {
+    // The metadata first: once it is gone the entry no longer exists for any reader.
+    Status gone = remove_file_at(dir_.fd(), it->second.meta->name);
+    if (!gone.is_ok() && gone.code() != StatusCode::kNotFound) {
+      removed.failed = 1;
+      removed.error = gone.message();
+      return removed;
+    }
+    if (gone.is_ok()) {
+      removed.entries = 1;
+      removed.bytes += it->second.meta->bytes;
+    }
+  }
+  for (const DirFile& f : it->second.artifacts) {
+    // A leftover artifact is an orphan that a later eviction clears.
+    if (remove_file_at(dir_.fd(), f.name).is_ok()) removed.bytes += f.bytes;
+  }
   return removed;
 }
 
 Removed DiskCache::evict_to(std::uint64_t max_bytes) {
+  const CacheDir::Lock lock = dir_.lock();
+  return evict_locked(max_bytes);
+}
+
+Removed DiskCache::evict_locked(std::uint64_t max_bytes) {
   Removed removed;
   std::vector<DirFile> others;
-  std::vector<DirFile> files = list_files(dir_);
+  std::vector<DirFile> files = dir_.list();
   std::uint64_t total = 0;
   for (const DirFile& f : files) total += f.bytes;
   std::int64_t old = now_unix_ms() - kLeftoverAgeMs;
   auto groups = group_files(files, &others);
   for (const DirFile& f : others) {
-    if (is_temp_file_name(f.name) && f.mtime_ms < old && ::unlink((dir_ / f.name).c_str()) == 0) {
+    if (is_temp_file_name(f.name) && f.mtime_ms < old &&
+        remove_file_at(dir_.fd(), f.name).is_ok()) {
       total -= f.bytes;
       removed.bytes += f.bytes;
     }
@@ -392,19 +413,22 @@ Removed DiskCache::evict_to(std::uint64_t max_bytes) {
     bool all_old = std::all_of(group.artifacts.begin(), group.artifacts.end(),
                                [&](const DirFile& f) { return f.mtime_ms < old; });
     if (all_old) {
-      for (const DirFile& f : group.artifacts) ::unlink((dir_ / f.name).c_str());
-      total -= group.bytes;
-      removed.bytes += group.bytes;
+      for (const DirFile& f : group.artifacts) {
+        if (remove_file_at(dir_.fd(), f.name).is_ok()) {
+          total -= f.bytes;
+          removed.bytes += f.bytes;
+        }
+      }
     }
   }
   if (total <= max_bytes) return removed;
+  // Least recently used first: every hit rewrites the metadata, so its time is the last use.
   std::sort(by_age.begin(), by_age.end());
   for (const auto& [age, hash] : by_age) {
     if (total <= max_bytes) break;
-    Removed one = remove(hash);
+    Removed one = remove_locked(hash);
     total -= std::min(total, one.bytes);
-    removed.entries += one.entries;
-    removed.bytes += one.bytes;
+    removed.add(one);
   }
   return removed;
 }

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/disk_cache/cache_dir.hpp"
 #include "runtime/disk_cache/entry.hpp"
 #include "support/status.hpp"
 
@@ -54,16 +55,23 @@ struct Scan {
   std::uint64_t total_bytes = 0;   // every file, stale temp files and orphans included
 };
 
-/// Counts of what evict() / purge removed.
+/// Counts of what evict() / purge really removed, and of what could not be removed.
 struct Removed {
   std::size_t entries = 0;
   std::uint64_t bytes = 0;
+  /// Entries that are still there because their metadata could not be deleted.
+  std::size_t failed = 0;
+  /// The first such failure's reason (errno text), empty when none failed.
+  std::string error;
+
+  void add(const Removed& other);
 };
 
 class DiskCache {
  public:
   /// Opens (and with options.create, makes) a cache directory after the safety checks of
-  /// location.hpp; Unavailable with the reason when the directory is refused.
+  /// CacheDir::open; Unavailable with the reason when the directory is refused. The directory
+  /// stays open: every later file operation is relative to it, never to its path.
   static Expected<std::unique_ptr<DiskCache>> open(const std::filesystem::path& dir,
                                                    const OpenOptions& options = {});
 
@@ -80,17 +88,20 @@ class DiskCache {
   std::optional<Entry> lookup(std::string_view key);
 
   /// Stores an entry (meta.key and the artifacts must be set; hashes, checksums, file names and
-  /// times are filled in here), then evicts past the size limit. Artifacts are written first and
-  /// the metadata last, each through a temp file and rename(). The first write failure prints
-  /// one warning and turns further stores of this process into no-ops.
+  /// times are filled in here). First makes room: least recently used entries are evicted until
+  /// the directory and the new entry fit the size limit. Artifacts are written first and the
+  /// metadata last, each through a temp file and rename(). A full disk (ENOSPC, EDQUOT) evicts
+  /// as much as the entry needs and tries once more. The first write failure that remains
+  /// prints one warning and turns further stores of this process into no-ops.
   Status store(Entry entry);
 
   /// Stores an entry brought from elsewhere (`convjit cache import`) as it is: its times,
   /// counts and versions are kept; checksums and file names are recomputed.
   Status import(Entry entry);
 
-  /// Counts a disk hit: rewrites the metadata (temp file + rename) with hits + 1 and the time.
-  /// Concurrent processes may lose a count; they never corrupt the entry.
+  /// Counts a disk hit: under the directory lock, re-reads the entry's metadata and, only if
+  /// the entry is still there with the same key, rewrites it (temp file + rename) with
+  /// hits + 1 and the time. An entry evicted meanwhile stays evicted.
   void record_hit(const EntryMeta& meta);
 
   /// record_hit() on this cache's writer thread (started on first use), so that a disk hit
@@ -115,27 +126,34 @@ class DiskCache {
   /// Every entry in the directory, with sizes.
   Scan scan() const;
 
-  /// Deletes an entry's metadata (first, so readers stop finding it) and its artifacts.
+  /// Deletes an entry's metadata (first, so readers stop finding it) and its artifacts, under
+  /// the directory lock. Counts only what was deleted; an entry whose metadata cannot be
+  /// deleted (a read-only directory) is counted in `failed` with the reason.
   Removed remove(std::string_view key_hash);
 
-  /// Evicts least-recently-used entries until the directory holds at most `max_bytes`, and
-  /// clears leftovers of crashed writers (temp files, artifacts without metadata) older than
-  /// a few minutes.
+  /// Evicts least-recently-used entries (by last use: the metadata's modification time, which
+  /// every hit refreshes) until the directory holds at most `max_bytes`, and clears leftovers
+  /// of crashed writers (temp files, artifacts without metadata) older than a few minutes.
   Removed evict_to(std::uint64_t max_bytes);
 
-  const std::filesystem::path& dir() const { return dir_; }
+  /// The path the directory was opened by (for messages; files are reached through the handle).
+  const std::filesystem::path& dir() const { return dir_.path(); }
   const OpenOptions& options() const { return options_; }
   /// False once a write failed (read-only directory, full disk): lookups still work.
   bool writable() const { return writable_.load(); }
 
  private:
-  DiskCache(std::filesystem::path dir, OpenOptions options)
+  DiskCache(CacheDir dir, OpenOptions options)
       : dir_(std::move(dir)), options_(std::move(options)) {}
   Expected<Entry> verify(std::string_view key_hash, std::optional<std::string_view> key);
   void warn_write_failure(const Status& status);
   Status write_entry(Entry& entry);
+  // write_entry within the size limit: room made first, and once more on a full disk.
+  Status write_within_limit(Entry& entry);
+  Removed remove_locked(std::string_view key_hash);
+  Removed evict_locked(std::uint64_t max_bytes);
 
-  std::filesystem::path dir_;
+  CacheDir dir_;
   OpenOptions options_;
   std::atomic<bool> writable_{true};
   std::once_flag write_warning_;

@@ -16,9 +16,9 @@ namespace convjit::disk_cache {
 std::optional<std::filesystem::path> configured_cache_dir();
 
 /// Creates `dir` (mode 0700; missing parents 0755) unless it exists, then checks that code
-/// loaded from it cannot have been planted by someone else: it must be a directory (a symlink
-/// is followed and its target judged), owned by `owner_uid`, and writable by nobody else.
-/// Unavailable with the reason when the directory is refused or cannot be created.
+/// loaded from it cannot have been planted by someone else, as CacheDir::open does (which the
+/// disk cache uses: it keeps the directory open). Unavailable with the reason when the
+/// directory is refused or cannot be created.
 Status prepare_cache_dir(const std::filesystem::path& dir, uid_t owner_uid);
 
 /// Only checks, never creates: NotFound when `dir` does not exist.

@@ -5,7 +5,7 @@
 // prints times, it asserts none.
 //
 //   convjit_compile_bench [--isa avx512|avx2] [--threads 1,2] [--dtypes f32,bf16]
-//                         [--fmas-per-cycle 1|2] [--repeats N] [--shapes FILE]
+//                         [--fmas-per-cycle 1|2] [--repeats N] --shapes FILE
 //                         [--print-ir SHAPE]
 //
 // --print-ir prints the scheduled loop nest of every kernel of the named suite shape, as the
@@ -81,7 +81,7 @@ double median(std::vector<double> v) {
 
 int run(int argc, char** argv) {
   std::string isa_name = "avx512", threads_list = "1,2", dtypes_list = "f32,bf16";
-  std::string shapes_path = CONVJIT_DEFAULT_SHAPES, print_ir;
+  std::string shapes_path, print_ir;
   int repeats = 15, fmas_per_cycle = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
@@ -112,6 +112,10 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "unknown flag %s\n", flag.c_str());
       return 2;
     }
+  }
+  if (shapes_path.empty()) {
+    std::fprintf(stderr, "--shapes FILE is required (e.g. ../shared/bench/shapes.txt)\n");
+    return 2;
   }
   if (isa_name != "avx512" && isa_name != "avx2") {
     std::fprintf(stderr, "--isa takes avx512 or avx2\n");

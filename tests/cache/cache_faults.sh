@@ -20,6 +20,22 @@ run_job() {
     || { cat "$work/last"; fail "convjit run failed"; }
   grep -q "PASS" "$work/last" || { cat "$work/last"; fail "check did not pass"; }
 }
+# Runs a command with the cache directory read-only for it: a read-only bind mount in a
+# private mount namespace (root), else the immutable attribute (root), else chmod 500 (others).
+# Exits 77 when none of them works here.
+read_only() {
+  if [ "$(id -u)" -ne 0 ]; then
+    chmod 500 "$CONVJIT_CACHE_DIR"; "$@"; local rc=$?; chmod 700 "$CONVJIT_CACHE_DIR"; return $rc
+  fi
+  if unshare -m true 2>/dev/null; then
+    unshare -m sh -c 'mount --bind -o ro "$0" "$0" && exec "$@"' "$CONVJIT_CACHE_DIR" "$@"
+    return $?
+  fi
+  if chattr +i "$CONVJIT_CACHE_DIR" 2>/dev/null; then
+    "$@"; local rc=$?; chattr -i "$CONVJIT_CACHE_DIR"; return $rc
+  fi
+  return 77
+}
 compile_source() { grep '^convjit_verbose,compile,' "$work/last" | cut -d, -f5; }
 warnings() { grep -c "warning" "$work/last"; }
 meta() { ls "$CONVJIT_CACHE_DIR"/*.json | head -1; }
@@ -139,6 +155,79 @@ case "$case_name" in
     desc="${desc/input_sizes=\[2,/input_sizes=[3,}"; desc="${desc/out_backprop=\[2,/out_backprop=[3,}"
     run_job
     [ "$(warnings)" -eq 1 ] || { cat "$work/last"; fail "expected one warning for the failed store"; }
+    ;;
+  purge_read_only)
+    # A cache nobody can change: purge reports what it really removed (nothing) and fails.
+    run_job
+    read_only "$convjit" cache purge --all > "$work/purge" 2> "$work/purge.err"
+    rc=$?
+    [ $rc -eq 77 ] && { echo "SKIP: no way to make a read-only directory here"; exit 0; }
+    [ $rc -eq 1 ] || { cat "$work/purge" "$work/purge.err"; fail "purge on a read-only cache exited $rc"; }
+    grep -q "removed 0 entries" "$work/purge" || { cat "$work/purge"; fail "purge claims removals"; }
+    grep -q "could not remove 1 entry" "$work/purge.err" || { cat "$work/purge.err"; fail "purge error text"; }
+    "$convjit" cache list | grep -q "^1 of 1 entries" || fail "the entry should still be there"
+    "$convjit" cache purge --all | grep -q "removed 1 entries" || fail "purge once writable"
+    ;;
+  full_directory)
+    # A size limit well below what the runs below store: every store evicts the least recently
+    # used entries first, the directory never exceeds it, and what is left verifies.
+    export CONVJIT_CACHE_MAX_BYTES=60K
+    for w in 12 13 14 15 16 17 18 19 20 21; do
+      desc="Conv2DBackpropInput dtype=float32 data_format=NHWC input_sizes=[2,12,$w,8] filter=[3,3,8,16] out_backprop=[2,6,$(( (w + 1) / 2 )),16] strides=[1,2,2,1] dilations=[1,1,1,1] padding=SAME"
+      run_job
+      size=$(du -sb "$CONVJIT_CACHE_DIR" | cut -f1)
+      [ "$size" -le $((60 * 1024 + 4096)) ] || fail "directory holds $size bytes, over the limit"
+    done
+    "$convjit" cache verify > "$work/verify" || { cat "$work/verify"; fail "verify after evictions"; }
+    "$convjit" cache list > "$work/list"
+    grep -q "12x21x8" "$work/list" || { cat "$work/list"; fail "the newest entry was evicted"; }
+    grep -q "12x12x8" "$work/list" && { cat "$work/list"; fail "the oldest entry was kept"; }
+    entries=$(grep -c "Conv2DBackpropInput" "$work/list")
+    [ "$entries" -ge 2 ] && [ "$entries" -lt 10 ] || { cat "$work/list"; fail "$entries entries kept"; }
+    ;;
+  writable_parent)
+    # A parent others may write (without the sticky bit) lets them replace the cache directory.
+    for mode in 777 770; do
+      rm -rf "$work/shared"; mkdir -m "$mode" "$work/shared"; chmod "$mode" "$work/shared"
+      mkdir -m 700 "$work/shared/cache"
+      CONVJIT_CACHE_DIR="$work/shared/cache" run_job
+      [ "$(warnings)" -eq 1 ] || { cat "$work/last"; fail "mode $mode: expected one warning"; }
+      grep -q "above the cache is writable by group or others" "$work/last" \
+        || { cat "$work/last"; fail "mode $mode: warning text"; }
+      [ -z "$(ls -A "$work/shared/cache")" ] || fail "mode $mode: wrote into a refused directory"
+      CONVJIT_CACHE_DIR="$work/shared/cache" "$convjit" cache list > /dev/null 2>&1
+      [ $? -eq 1 ] || fail "mode $mode: list on a refused directory must exit 1"
+    done
+    # Sticky, like /tmp: fine.
+    rm -rf "$work/shared"; mkdir -m 1777 "$work/shared"; chmod 1777 "$work/shared"
+    CONVJIT_CACHE_DIR="$work/shared/cache" run_job
+    [ "$(warnings)" -eq 0 ] || { cat "$work/last"; fail "sticky parent: unexpected warning"; }
+    [ "$(compile_source)" = "miss" ] || fail "sticky parent: cache not used"
+    ;;
+  swapped_directory)
+    run_job
+    # The cache directory replaced by a link to a place another user controls: refused, and
+    # the planted place is never written.
+    mkdir -m 700 "$work/planted"
+    mv "$CONVJIT_CACHE_DIR" "$work/moved"
+    chmod 770 "$work/planted"  # writable by a group: someone else could plant code in it
+    ln -s "$work/planted" "$CONVJIT_CACHE_DIR"
+    run_job
+    [ "$(warnings)" -eq 1 ] || { cat "$work/last"; fail "link to a group-writable place: one warning"; }
+    grep -q "through a symlink" "$work/last" || { cat "$work/last"; fail "warning text"; }
+    [ -z "$(ls -A "$work/planted")" ] || fail "wrote into the planted directory"
+    if [ "$(id -u)" -eq 0 ]; then
+      # A link another user made, even to a private directory of ours.
+      chmod 700 "$work/planted"
+      rm "$CONVJIT_CACHE_DIR"; ln -s "$work/moved" "$CONVJIT_CACHE_DIR"; chown -h 4242:4242 "$CONVJIT_CACHE_DIR"
+      run_job
+      [ "$(warnings)" -eq 1 ] || { cat "$work/last"; fail "foreign link: one warning"; }
+      grep -q "symlink owned by uid 4242" "$work/last" || { cat "$work/last"; fail "foreign link text"; }
+    fi
+    # Our own link to our own private directory is used.
+    rm "$CONVJIT_CACHE_DIR"; ln -s "$work/moved" "$CONVJIT_CACHE_DIR"
+    run_job
+    [ "$(compile_source)" = "disk_hit" ] || { cat "$work/last"; fail "own link: the moved cache is not used"; }
     ;;
   *) fail "unknown case $case_name" ;;
 esac

@@ -4,7 +4,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -145,6 +148,109 @@ TEST_F(CacheLocationTest, OpenWithoutCreateReportsAMissingDirectory) {
   ASSERT_FALSE(cache.has_value());
   EXPECT_EQ(cache.status().code(), StatusCode::kNotFound);
   EXPECT_FALSE(fs::exists(root_ / "missing"));
+}
+
+TEST_F(CacheLocationTest, RefusesAParentWritableByOthersUnlessSticky) {
+  for (mode_t mode : {0770, 0707, 0777}) {
+    fs::path parent = root_ / fmt::format("shared{:o}", mode);
+    ASSERT_EQ(::mkdir(parent.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(parent.c_str(), mode), 0);
+    // Refused whether the cache directory already exists (private) or would be created.
+    for (bool exists : {false, true}) {
+      fs::path dir = parent / (exists ? "made" : "new");
+      if (exists) ASSERT_EQ(::mkdir(dir.c_str(), 0700), 0);
+      Status status = prepare_cache_dir(dir, ::geteuid());
+      EXPECT_EQ(status.code(), StatusCode::kUnavailable) << dir;
+      EXPECT_NE(status.message().find("above the cache is writable by group or others"),
+                std::string::npos)
+          << status.message();
+    }
+  }
+  // Sticky, like /tmp: others may add names there but not replace ours.
+  fs::path sticky = root_ / "sticky";
+  ASSERT_EQ(::mkdir(sticky.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(sticky.c_str(), 01777), 0);
+  EXPECT_TRUE(prepare_cache_dir(sticky / "convjit", ::geteuid()).is_ok());
+  // A check from further up: a grandparent writable by others is refused as well.
+  fs::path open_top = root_ / "open";
+  ASSERT_EQ(::mkdir(open_top.c_str(), 0700), 0);
+  ASSERT_EQ(::chmod(open_top.c_str(), 0777), 0);
+  EXPECT_EQ(prepare_cache_dir(open_top / "a" / "b" / "convjit", ::geteuid()).code(),
+            StatusCode::kUnavailable);
+}
+
+TEST_F(CacheLocationTest, RefusesAParentOrALinkOwnedBySomeoneElse) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a directory to another user";
+  fs::path theirs = root_ / "theirs";
+  ASSERT_EQ(::mkdir(theirs.c_str(), 0755), 0);
+  ASSERT_EQ(::chown(theirs.c_str(), 4242, 4242), 0);
+  fs::path inside = theirs / "convjit";
+  ASSERT_EQ(::mkdir(inside.c_str(), 0700), 0);
+  Status status = prepare_cache_dir(inside, 0);
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_NE(status.message().find("above the cache is owned by uid 4242"), std::string::npos)
+      << status.message();
+  // Someone else's link to our own private directory: they chose where it points.
+  fs::path mine = root_ / "mine";
+  ASSERT_EQ(::mkdir(mine.c_str(), 0700), 0);
+  fs::path link = root_ / "their-link";
+  fs::create_directory_symlink(mine, link);
+  ASSERT_EQ(::lchown(link.c_str(), 4242, 4242), 0);
+  status = prepare_cache_dir(link, 0);
+  EXPECT_EQ(status.code(), StatusCode::kUnavailable);
+  EXPECT_NE(status.message().find("symlink owned by uid 4242"), std::string::npos)
+      << status.message();
+}
+
+// The directory is checked once and then used through its handle: swapping the path for a
+// link to a planted directory afterwards changes nothing for an open cache.
+TEST_F(CacheLocationTest, ASwappedDirectoryIsNeverUsed) {
+  auto entry = [](const std::string& key, std::uint8_t fill) {
+    Entry e;
+    e.meta.key = key;
+    e.meta.backend = "x86";
+    e.artifacts[kCodeArtifact] = std::vector<std::uint8_t>(64, fill);
+    return e;
+  };
+  fs::path dir = root_ / "cache";
+  Expected<std::unique_ptr<DiskCache>> cache = DiskCache::open(dir);
+  ASSERT_TRUE(cache.has_value()) << cache.status().message();
+  ASSERT_TRUE((*cache)->store(entry("alpha", 0x11)).is_ok());
+
+  // Someone moves the directory away and puts a link to their own in its place, with an
+  // entry for the same key whose checksums match its own (planted) bytes.
+  fs::path planted = root_ / "planted";
+  {
+    Expected<std::unique_ptr<DiskCache>> theirs = DiskCache::open(planted);
+    ASSERT_TRUE(theirs.has_value());
+    ASSERT_TRUE((*theirs)->store(entry("alpha", 0xCC)).is_ok());
+  }
+  fs::rename(dir, root_ / "moved");
+  fs::create_directory_symlink(planted, dir);
+
+  std::optional<Entry> found = (*cache)->lookup("alpha");
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->artifact(kCodeArtifact), std::vector<std::uint8_t>(64, 0x11));
+  ASSERT_TRUE((*cache)->store(entry("beta", 0x22)).is_ok());
+  Expected<std::unique_ptr<DiskCache>> moved = DiskCache::open(root_ / "moved");
+  ASSERT_TRUE(moved.has_value());
+  EXPECT_TRUE((*moved)->lookup("beta").has_value());
+  Expected<std::unique_ptr<DiskCache>> theirs = DiskCache::open(planted);
+  ASSERT_TRUE(theirs.has_value());
+  EXPECT_FALSE((*theirs)->lookup("beta").has_value());
+  (*cache)->evict_to(0);  // removes from the real directory only
+  EXPECT_TRUE((*theirs)->lookup("alpha").has_value());
+  EXPECT_FALSE((*moved)->lookup("alpha").has_value());
+}
+
+TEST_F(CacheLocationTest, RelativePathsAndTrailingSlashes) {
+  const fs::path saved = fs::current_path();
+  fs::current_path(root_);
+  EXPECT_TRUE(prepare_cache_dir("rel/convjit/", ::geteuid()).is_ok());
+  EXPECT_TRUE(check_cache_dir(root_ / "rel" / "convjit", ::geteuid()).is_ok());
+  EXPECT_EQ(check_cache_dir("rel/nothing", ::geteuid()).code(), StatusCode::kNotFound);
+  fs::current_path(saved);
+  EXPECT_EQ(prepare_cache_dir("/", ::geteuid()).code(), StatusCode::kUnavailable);
 }
 
 TEST_F(CacheLocationTest, MaxBytesFromTheEnvironment) {

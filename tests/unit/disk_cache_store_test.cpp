@@ -1,6 +1,10 @@
 // The disk cache's entries: round trips, integrity checks that drop damaged entries, eviction,
 // hit counts and write failures.
+#include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <thread>
+#include <vector>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -27,6 +31,8 @@ class DiskCacheTest : public ::testing::Test {
   }
   void TearDown() override {
     set_write_fault_for_testing(0);
+    set_remove_fault_for_testing(0);
+    set_space_for_testing(0);
     fs::permissions(root_, fs::perms::owner_all);
     std::error_code ec;
     fs::remove_all(root_, ec);
@@ -188,6 +194,12 @@ TEST_F(DiskCacheTest, MissingArtifactIsAPlainMiss) {
 
 TEST_F(DiskCacheTest, FullDiskWarnsOnceAndKeepsReading) {
   auto cache = open_cache();
+  // A full disk evicts the least recently used entries to make room for the new one (about
+  // twice its size) before it gives up; "alpha", the most recently used, stays.
+  for (const char* key : {"old1", "old2", "old3", "old4"}) {
+    ASSERT_TRUE(cache->store(make(key)).is_ok());
+    fs::last_write_time(meta_path(key), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  }
   ASSERT_TRUE(cache->store(make("alpha")).is_ok());
   set_write_fault_for_testing(ENOSPC);
   ::testing::internal::CaptureStderr();
@@ -204,6 +216,97 @@ TEST_F(DiskCacheTest, FullDiskWarnsOnceAndKeepsReading) {
   EXPECT_TRUE(cache->lookup("alpha").has_value());
   for (const auto& f : fs::directory_iterator(dir_)) {
     EXPECT_FALSE(is_temp_file_name(f.path().filename().string())) << f.path();
+  }
+  // It made room once (for "beta"): some old entries went, not all of them; "gamma" found
+  // the cache unwritable and evicted nothing more.
+  EXPECT_FALSE(cache->lookup("old1").has_value());
+  EXPECT_TRUE(cache->lookup("old4").has_value());
+}
+
+TEST_F(DiskCacheTest, AFullDirectoryEvictsLeastRecentlyUsedToStoreMore) {
+  // The file system (or quota) holds less than the configured limit: every store that finds
+  // it full makes room by evicting the least recently used entries, and succeeds.
+  OpenOptions options;
+  options.max_bytes = 1u << 30;
+  auto cache = open_cache(options);
+  ASSERT_TRUE(cache->store(make("first", 4096)).is_ok());
+  fs::last_write_time(meta_path("first"), fs::file_time_type::clock::now() - std::chrono::hours(1));
+  const std::uint64_t one = cache->scan().total_bytes;
+  set_space_for_testing(5 * one);
+  for (int i = 0; i < 20; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    ASSERT_TRUE(cache->store(make(key, 4096)).is_ok()) << key;
+    fs::last_write_time(meta_path(key), fs::file_time_type::clock::now() -
+                                            std::chrono::seconds(100 - i));  // ordered by use
+    EXPECT_LE(cache->scan().total_bytes, 5 * one) << key;
+  }
+  set_space_for_testing(0);
+  EXPECT_TRUE(cache->writable());
+  EXPECT_FALSE(cache->lookup("first").has_value());
+  EXPECT_FALSE(cache->lookup("key0").has_value());
+  EXPECT_TRUE(cache->lookup("key19").has_value());
+  EXPECT_TRUE(cache->lookup("key18").has_value());
+}
+
+TEST_F(DiskCacheTest, RemovalThatFailsIsReportedNotCounted) {
+  auto cache = open_cache();
+  ASSERT_TRUE(cache->store(make("alpha")).is_ok());
+  ASSERT_TRUE(cache->store(make("beta")).is_ok());
+  set_remove_fault_for_testing(EROFS);
+  Removed removed = cache->remove(hash128("alpha").hex());
+  EXPECT_EQ(removed.entries, 0u);
+  EXPECT_EQ(removed.bytes, 0u);
+  EXPECT_EQ(removed.failed, 1u);
+  EXPECT_NE(removed.error.find("Read-only file system"), std::string::npos) << removed.error;
+  removed = cache->evict_to(0);
+  EXPECT_EQ(removed.entries, 0u);
+  EXPECT_EQ(removed.failed, 2u);
+  set_remove_fault_for_testing(0);
+  EXPECT_TRUE(cache->lookup("alpha").has_value());
+  EXPECT_TRUE(cache->lookup("beta").has_value());
+  removed = cache->evict_to(0);
+  EXPECT_EQ(removed.entries, 2u);
+  EXPECT_EQ(removed.failed, 0u);
+  EXPECT_TRUE(removed.error.empty());
+}
+
+// A hit counted late (the background writer) must never bring back the metadata of an entry
+// evicted meanwhile: that left metadata without artifacts, which `cache verify` reported as
+// damage. Two caches on one directory (as two processes would be), one counting hits for
+// entries it saw once, one storing and evicting; every entry left must verify.
+TEST_F(DiskCacheTest, LateHitCountsNeverResurrectEvictedEntries) {
+  auto counter = open_cache();
+  auto evictor = open_cache();
+  std::vector<EntryMeta> seen;
+  for (int i = 0; i < 8; ++i) {
+    const std::string key = "key" + std::to_string(i);
+    ASSERT_TRUE(evictor->store(make(key)).is_ok());
+    seen.push_back(counter->lookup(key)->meta);
+  }
+  std::atomic<bool> stop{false};
+  std::thread evicting([&] {
+    for (int round = 0; round < 100; ++round) {
+      evictor->evict_to(0);
+      for (int i = 0; i < 8; i += 2) (void)evictor->store(make("key" + std::to_string(i)));
+    }
+    stop = true;
+  });
+  // What the background writer runs, on a thread of its own (its queue would only batch it).
+  std::thread counting([&] {
+    while (!stop) {
+      for (const EntryMeta& meta : seen) counter->record_hit(meta);
+    }
+  });
+  evicting.join();
+  counting.join();
+  // Whatever is left is whole.
+  for (const ScannedEntry& e : evictor->scan().entries) {
+    Expected<Entry> loaded = evictor->load(e.key_hash, false);
+    EXPECT_TRUE(loaded.has_value()) << e.key_hash << ": " << loaded.status().message();
+  }
+  // The odd keys were evicted in the first round and never stored again.
+  for (int i = 1; i < 8; i += 2) {
+    EXPECT_FALSE(fs::exists(meta_path("key" + std::to_string(i)))) << i;
   }
 }
 

@@ -72,5 +72,23 @@ TEST(RuntimeEnv, BadValuesWarnOnceEachAndKeepDefaults) {
   EXPECT_EQ(warnings.size(), 2u);
 }
 
+TEST(RuntimeEnv, CacheBytesTakesSizesWithSuffixes) {
+  std::vector<std::string> warnings;
+  EXPECT_EQ(parse({}, &warnings).cache_bytes, kDefaultCacheBytes);
+  const std::pair<const char*, std::size_t> good[] = {
+      {"0", 0}, {"1048576", 1048576}, {"64k", 64u << 10}, {" 256M ", 256u << 20}, {"2G", 2ull << 30}};
+  for (const auto& [text, bytes] : good) {
+    EXPECT_EQ(parse({{"CONVJIT_CACHE_BYTES", text}}, &warnings).cache_bytes, bytes) << text;
+  }
+  EXPECT_TRUE(warnings.empty());
+  for (const char* bad : {"", "-1", "12T", "M", "1.5G", "99999999999999999999", "17179869184G"}) {
+    warnings.clear();
+    EXPECT_EQ(parse({{"CONVJIT_CACHE_BYTES", bad}}, &warnings).cache_bytes, kDefaultCacheBytes)
+        << bad;
+    ASSERT_EQ(warnings.size(), 1u) << bad;
+    EXPECT_NE(warnings[0].find("CONVJIT_CACHE_BYTES"), std::string::npos) << warnings[0];
+  }
+}
+
 }  // namespace
 }  // namespace convjit::runtime

@@ -1,108 +1,37 @@
-// `convjit bench`: the shape suite, convjit against oneDNN in the same process, alternating runs.
+// `convjit bench`: a shapes file, convjit against its peers in the same process, alternating
+// runs. Flags are in bench_options.*, the peers in peers.* (libraries loaded at run time), the
+// output formats in bench_report.*.
 #include "tools/bench/bench_command.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
-#include <cmath>
-#include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <memory>
 #include <random>
-#include <sstream>
-#include <span>
-#include <string_view>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "tools/bench/bench_shapes.hpp"
-#include "tools/bench/machine_peak.hpp"
-#include "tools/bench/onednn_conv.hpp"
 #include "convjit/convjit.hpp"
+#include "tools/bench/bench_options.hpp"
+#include "tools/bench/bench_report.hpp"
+#include "tools/bench/bench_shapes.hpp"
+#include "tools/bench/bench_tensor.hpp"
+#include "tools/bench/machine_peak.hpp"
+#include "tools/bench/peers.hpp"
+#include "tools/cli_args.hpp"
 
 namespace convjit::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Options {
-  std::string shapes_path;
-  std::vector<std::string> dtypes{"f32", "bf16"};
-  std::vector<int> threads{1, 2};
-  std::vector<std::string> only;
-  double min_time_ms = 200;
-  std::string markdown_path;
-};
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, sep)) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
-
-void print_usage(std::ostream& out) {
-  fmt::print(out,
-      "usage: convjit bench [--shapes FILE] [--dtypes f32,bf16] [--threads 1,2] [--only NAME,..]\n"
-      "                     [--min-time-ms MS] [--markdown FILE]\n"
-      "Runs the benchmark shape suite: for every shape and gradient op, convjit and oneDNN on\n"
-      "the same NHWC/HWIO tensors, timed alternately in this process. oneDNN is measured twice:\n"
-      "'tf' counts the reorders from and to TensorFlow's layouts, 'best' runs its primitive on\n"
-      "its preferred layouts only. Each convjit result is checked against oneDNN's first;\n"
-      "where oneDNN cannot run a configuration on this CPU (bf16 needs AVX-512 in oneDNN 2.x),\n"
-      "convjit is timed alone and checked against its naive reference.\n");
-}
-
-// Round to nearest even, as every bf16 producer here does.
-std::uint16_t to_bf16(float f) {
-  std::uint32_t u;
-  std::memcpy(&u, &f, 4);
-  u += 0x7FFF + ((u >> 16) & 1);
-  return static_cast<std::uint16_t>(u >> 16);
-}
-float from_bf16(std::uint16_t b) {
-  const std::uint32_t u = static_cast<std::uint32_t>(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-/// A tensor's bytes plus its shape, filled with uniform values in [-1, 1].
-struct Buffer {
-  std::vector<std::int64_t> shape;
-  std::vector<std::byte, CacheLineAllocator<std::byte>> bytes;  // as a framework aligns tensors
-  bool bf16 = false;
-
-  Buffer(std::vector<std::int64_t> s, bool is_bf16) : shape(std::move(s)), bf16(is_bf16) {
-    std::int64_t n = 1;
-    for (auto d : shape) n *= d;
-    bytes.resize(static_cast<std::size_t>(n) * (bf16 ? 2 : 4));
-  }
-  std::int64_t elements() const { return static_cast<std::int64_t>(bytes.size()) / (bf16 ? 2 : 4); }
-  float at(std::int64_t i) const {
-    if (bf16) return from_bf16(reinterpret_cast<const std::uint16_t*>(bytes.data())[i]);
-    return reinterpret_cast<const float*>(bytes.data())[i];
-  }
-  void fill_random(std::mt19937& rng) {
-    std::uniform_real_distribution<float> dist(-1.f, 1.f);
-    for (std::int64_t i = 0; i < elements(); ++i) {
-      const float v = dist(rng);
-      if (bf16) {
-        reinterpret_cast<std::uint16_t*>(bytes.data())[i] = to_bf16(v);
-      } else {
-        reinterpret_cast<float*>(bytes.data())[i] = v;
-      }
-    }
-  }
-  TensorView view() { return TensorView{bf16 ? DType::kBFloat16 : DType::kFloat32, shape, bytes.data()}; }
-};
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -116,308 +45,312 @@ double time_ms(F&& f) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
-struct Row {
-  std::string shape, op, dtype;
-  int threads = 0;
-  bool depthwise = false;
-  double convjit_gflops = 0, tf_gflops = 0, best_gflops = 0;
-  double peak_fraction = 0;
-  double compile_first_ms = 0, compile_cached_us = 0, onednn_create_ms = 0;
-  double max_rel_error = 0;
-  bool check_ok = false;
-  /// Why oneDNN could not run this row (empty when it did); ratios are then not defined.
-  std::string onednn_unavailable;
-  std::string kernel;
-};
-
-/// Largest |a - b| over the tensor, relative to the largest |b|.
-double relative_error(const Buffer& got, const Buffer& want) {
-  double max_diff = 0, max_ref = 0;
-  for (std::int64_t i = 0; i < want.elements(); ++i) {
-    max_diff = std::max(max_diff, std::fabs(static_cast<double>(got.at(i)) - want.at(i)));
-    max_ref = std::max(max_ref, std::fabs(static_cast<double>(want.at(i))));
+int peer_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::kBFloat16:
+      return CONVJIT_PEER_BF16;
+    case DType::kHalf:
+      return CONVJIT_PEER_F16;
+    case DType::kFloat64:
+      return CONVJIT_PEER_F64;
+    case DType::kFloat32:
+      break;
   }
-  return max_diff / std::max(max_ref, 1e-30);
+  return CONVJIT_PEER_F32;
 }
 
-Row bench_one(const BenchShape& shape, BenchOp op, bool bf16, int threads, const Options& opt,
-              std::mt19937& rng) {
-  Row row;
-  row.shape = shape.name;
-  row.op = bench_op_name(shape, op);
-  row.dtype = bf16 ? "bf16" : "f32";
-  row.threads = threads;
-  row.depthwise = shape.depthwise;
-  const DType dtype = bf16 ? DType::kBFloat16 : DType::kFloat32;
-  const OpDescriptor desc = make_descriptor(shape, op, dtype);
+convjit_peer_problem peer_problem(const BenchShape& s, BenchOp op, DType dtype, bool preferred) {
+  convjit_peer_problem p{};
+  p.n = s.n;
+  p.h = s.h;
+  p.w = s.w;
+  p.ic = s.ic;
+  p.m = s.m;
+  p.kh = s.kh;
+  p.kw = s.kw;
+  p.stride = s.stride;
+  p.dilation = s.dilation;
+  p.out_h = s.out_h();
+  p.out_w = s.out_w();
+  p.pad_top = s.pad_before_h();
+  p.pad_bottom = s.pad_after_h();
+  p.pad_left = s.pad_before_w();
+  p.pad_right = s.pad_after_w();
+  p.depthwise = s.depthwise ? 1 : 0;
+  p.backprop_data = op == BenchOp::kBackpropData ? 1 : 0;
+  p.dtype = peer_dtype(dtype);
+  p.preferred_layouts = preferred ? 1 : 0;
+  return p;
+}
 
-  Buffer x({shape.n, shape.h, shape.w, shape.ic}, bf16);
-  Buffer w({shape.kh, shape.kw, shape.ic, shape.m}, bf16);
-  Buffer y({shape.n, shape.out_h(), shape.out_w(), shape.oc()}, bf16);
+struct Context {
+  const BenchOptions& options;
+  const std::vector<std::unique_ptr<PeerLibrary>>& peers;
+  std::mt19937 rng{2024};
+};
+
+// One case: convjit and every peer column on the same tensors, checked, then timed in
+// alternating blocks. Returns convjit's record first.
+std::vector<Record> bench_case(const BenchShape& shape, BenchOp op, DType dtype, int threads,
+                               Context& ctx) {
+  Record base;
+  base.shape = shape.name;
+  base.op = bench_op_name(shape, op);
+  base.dtype = std::string(short_dtype_name(dtype));
+  base.threads = threads;
+  base.flops = shape.flops();
+  Record self = base;
+  self.impl = "convjit";
+
+  const OpDescriptor desc = make_descriptor(shape, op, dtype);
   const bool data_grad = op == BenchOp::kBackpropData;
-  (data_grad ? w : x).fill_random(rng);
-  y.fill_random(rng);
-  Buffer convjit_out = data_grad ? x : w;
-  Buffer onednn_out = data_grad ? x : w;
+  BenchTensor x(dtype, {shape.n, shape.h, shape.w, shape.ic});
+  BenchTensor w(dtype, {shape.kh, shape.kw, shape.ic, shape.m});
+  BenchTensor y(dtype, {shape.n, shape.out_h(), shape.out_w(), shape.oc()});
+  (data_grad ? w : x).fill_random(ctx.rng);
+  y.fill_random(ctx.rng);
+  BenchTensor mine(dtype, (data_grad ? x : w).shape());
 
   CompileOptions fresh;
   fresh.num_threads = threads;
   fresh.always_compile = true;
-  std::vector<double> first;
   Kernel kernel;
-  for (int i = 0; i < 5; ++i) {
-    first.push_back(time_ms([&] { kernel = compile(desc, fresh); }));
-  }
-  row.compile_first_ms = median(first);
+  std::vector<double> first;
+  for (int i = 0; i < 3; ++i) first.push_back(time_ms([&] { kernel = compile(desc, fresh); }));
+  self.setup_ms = median(first);
   CompileOptions cached = fresh;
   cached.always_compile = false;
-  compile(desc, cached);
-  std::vector<double> hits;
-  for (int i = 0; i < 200; ++i) hits.push_back(time_ms([&] { kernel = compile(desc, cached); }) * 1e3);
-  row.compile_cached_us = median(hits);
-  row.kernel = kernel.name();
-
-  auto run_convjit = [&] {
-    if (data_grad) {
-      kernel.run(w.view(), y.view(), convjit_out.view());
-    } else {
-      kernel.run(x.view(), y.view(), convjit_out.view());
-    }
-  };
-  const double gflop = shape.flops() * 1e-9;
-
-  // oneDNN refuses some configurations on some CPUs (bf16 needs AVX-512 in oneDNN 2.x): then
-  // convjit is timed alone and checked against convjit's naive reference instead.
-  std::unique_ptr<OneDnnConv> tf, best;
-  try {
-    tf = std::make_unique<OneDnnConv>(shape, op, bf16, OneDnnLayouts::kTensorFlow);
-    best = std::make_unique<OneDnnConv>(shape, op, bf16, OneDnnLayouts::kPreferred);
-  } catch (const std::exception& e) {
-    row.onednn_unavailable = e.what();
-  }
-  const auto park_openmp = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  kernel = compile(desc, cached);
+  self.kernel = kernel.name();
+  auto run_convjit = [&] { kernel.run(data_grad ? w.view() : x.view(), y.view(), mine.view()); };
   run_convjit();
-  if (tf) {
-    row.onednn_create_ms = tf->creation_ms();
-    void* x_ptr = data_grad ? onednn_out.bytes.data() : x.bytes.data();
-    void* w_ptr = data_grad ? w.bytes.data() : onednn_out.bytes.data();
-    tf->bind(x_ptr, w_ptr, y.bytes.data());
-    best->bind(x_ptr, w_ptr, y.bytes.data());
-    tf->run();
-    best->run();
-    park_openmp();
-  } else if (data_grad) {
-    run_reference(desc, w.view(), y.view(), onednn_out.view());
-  } else {
-    run_reference(desc, x.view(), y.view(), onednn_out.view());
-  }
-  row.max_rel_error = relative_error(convjit_out, onednn_out);
-  row.check_ok = row.max_rel_error <= (bf16 ? 2e-2 : 1e-4);
 
-  // Alternate the three in short blocks so drift in clocks or load hits them alike. oneDNN's
-  // OpenMP workers keep spinning for several milliseconds after a primitive returns (libgomp's
-  // default spin count); on a 2-core machine they would steal a core from convjit's pool, so
-  // each oneDNN block is followed by a pause long enough for them to park. Within a block each
-  // library runs as it would in a training loop: back to back.
+  // Each peer in both layouts, each into an output of its own; a peer that cannot run a case
+  // says why in its record. The first that runs is the reference for convjit's check.
+  struct Column {
+    Record record;
+    std::unique_ptr<BenchTensor> output;
+    std::unique_ptr<PeerConv> conv;
+  };
+  std::vector<Column> columns;
+  int reference = -1;
+  for (const auto& lib : ctx.peers) {
+    lib->configure(threads, ctx.options.isa_cap);
+    for (bool preferred : {false, true}) {
+      Column col{base, std::make_unique<BenchTensor>(dtype, mine.shape()), nullptr};
+      col.record.impl = lib->name();
+      col.record.layouts = preferred ? "best" : "tf";
+      std::string why;
+      col.conv = lib->create(peer_problem(shape, op, dtype, preferred), &why);
+      if (!col.conv) {
+        col.record.note = why.empty() ? "not supported" : why;
+      } else {
+        try {
+          col.record.setup_ms = col.conv->creation_ms();
+          void* result = col.output->data();
+          col.conv->bind(data_grad ? result : x.data(), data_grad ? w.data() : result, y.data());
+          col.conv->run();
+          col.conv->finish();
+          if (reference < 0) reference = static_cast<int>(columns.size());
+        } catch (const std::exception& e) {
+          col.record.note = e.what();
+          col.conv.reset();
+        }
+      }
+      columns.push_back(std::move(col));
+    }
+  }
+  // Where no peer ran the case, convjit's naive reference is the one to match.
+  BenchTensor naive(dtype, reference >= 0 ? std::vector<std::int64_t>{0} : mine.shape());
+  if (reference < 0) run_reference(desc, data_grad ? w.view() : x.view(), y.view(), naive.view());
+  const BenchTensor& theirs =
+      reference >= 0 ? *columns[static_cast<std::size_t>(reference)].output : naive;
+  const std::string against =
+      reference >= 0 ? columns[static_cast<std::size_t>(reference)].record.column() : "reference";
+  // Half types are compared after rounding: allow their precision, not float's.
+  const double tolerance = dtype == DType::kFloat32 || dtype == DType::kFloat64 ? 1e-4 : 2e-2;
+  self.max_rel_error = relative_error(mine, theirs);
+  self.check =
+      self.max_rel_error <= tolerance
+          ? fmt::format("ok vs {}", against)
+          : fmt::format("MISMATCH vs {} (max rel error {:.2e})", against, self.max_rel_error);
+
+  // Alternate in short blocks so that drift in clocks or load hits every column alike. A peer's
+  // OpenMP workers keep spinning for milliseconds after a call returns; on a small machine they
+  // would steal cores from the next block, so each peer block ends with a pause long enough
+  // for them to park.
+  const auto park = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
   const double warm = std::max(1e-3, time_ms(run_convjit));
-  const int reps = std::clamp(static_cast<int>(opt.min_time_ms / warm), 6, 120);
+  const int reps = std::clamp(static_cast<int>(ctx.options.min_time_ms / warm), 6, 120);
   const int block = std::clamp(reps / 6, 1, 10);
-  std::vector<double> t_convjit, t_tf, t_best;
+  std::vector<double> t_self;
+  std::vector<std::vector<double>> t_peer(columns.size());
   for (int done = 0; done < reps; done += block) {
-    for (int i = 0; i < block; ++i) t_convjit.push_back(time_ms(run_convjit));
-    if (!tf) continue;
-    for (int i = 0; i < block; ++i) t_tf.push_back(time_ms([&] { tf->run(); }));
-    for (int i = 0; i < block; ++i) t_best.push_back(time_ms([&] { best->run(); }));
-    park_openmp();
-  }
-  row.convjit_gflops = gflop / (median(t_convjit) * 1e-3);
-  if (tf) {
-    row.tf_gflops = gflop / (median(t_tf) * 1e-3);
-    row.best_gflops = gflop / (median(t_best) * 1e-3);
-  }
-  return row;
-}
-
-std::string format_row(const Row& r, bool markdown) {
-  const bool peer = r.onednn_unavailable.empty();
-  std::string check =
-      r.check_ok ? "ok" : fmt::format("MISMATCH (max rel error {:.2e})", r.max_rel_error);
-  if (!peer) check += " vs reference; oneDNN n/a: " + r.onednn_unavailable;
-  auto num = [&](double v, int precision) {
-    return peer ? fmt::format("{:.{}f}", v, precision) : std::string("n/a");
-  };
-  auto ratio = [&](double peer_gflops) {
-    return peer ? fmt::format("{:.2f}x", r.convjit_gflops / peer_gflops) : std::string("n/a");
-  };
-  const std::string create_ms = num(r.onednn_create_ms, 3);
-  if (markdown) {
-    return fmt::format(
-        "| {} | {} | {} | {} | {:.1f} | {} | {} | {} | {} | {:.0f}% | {:.3f} | {:.2f} | {} | {} | "
-        "`{}` |",
-        r.shape, r.op, r.dtype, r.threads, r.convjit_gflops, num(r.tf_gflops, 1),
-        ratio(r.tf_gflops), num(r.best_gflops, 1), ratio(r.best_gflops), 100 * r.peak_fraction,
-        r.compile_first_ms, r.compile_cached_us, create_ms, check, r.kernel);
-  }
-  return fmt::format(
-      "{:<20} {:<11} {:<4} {:>2} {:>9.1f} {:>9} {:>8} {:>9} {:>8} {:>6.0f}% {:>10.3f} {:>10.2f} "
-      "{:>10} {}",
-      r.shape, r.op, r.dtype, r.threads, r.convjit_gflops, num(r.tf_gflops, 1),
-      ratio(r.tf_gflops), num(r.best_gflops, 1), ratio(r.best_gflops), 100 * r.peak_fraction,
-      r.compile_first_ms, r.compile_cached_us, create_ms, check);
-}
-
-std::string fmt_ratio(double r) { return fmt::format("{:.2f}x", r); }
-
-double geomean(const std::vector<double>& v) {
-  if (v.empty()) return 0;
-  double s = 0;
-  for (double x : v) s += std::log(x);
-  return std::exp(s / static_cast<double>(v.size()));
-}
-
-/// Returns false on a usage error (reported on err); sets *help for --help.
-bool parse_options(std::span<const std::string_view> args, Options* opt, bool* help,
-                   std::ostream& err) {
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string arg(args[i]);
-    auto value = [&](std::string* out) {
-      if (i + 1 >= args.size()) return false;
-      *out = std::string(args[++i]);
-      return true;
-    };
-    std::string v;
-    if (arg == "--help" || arg == "-h") {
-      *help = true;
-      return true;
-    } else if (arg == "--shapes" && value(&v)) {
-      opt->shapes_path = v;
-    } else if (arg == "--dtypes" && value(&v)) {
-      opt->dtypes = split(v, ',');
-    } else if (arg == "--threads" && value(&v)) {
-      opt->threads.clear();
-      for (const auto& t : split(v, ',')) opt->threads.push_back(std::atoi(t.c_str()));
-    } else if (arg == "--only" && value(&v)) {
-      opt->only = split(v, ',');
-    } else if (arg == "--min-time-ms" && value(&v)) {
-      opt->min_time_ms = std::atof(v.c_str());
-    } else if (arg == "--markdown" && value(&v)) {
-      opt->markdown_path = v;
-    } else {
-      fmt::print(err, "convjit bench: unknown or incomplete argument '{}'\n", arg);
-      return false;
+    for (int i = 0; i < block; ++i) t_self.push_back(time_ms(run_convjit));
+    for (std::size_t c = 0; c < columns.size(); ++c) {
+      if (!columns[c].conv) continue;
+      for (int i = 0; i < block; ++i) t_peer[c].push_back(time_ms([&] { columns[c].conv->run(); }));
+      park();
     }
   }
-  for (const auto& d : opt->dtypes) {
-    if (d != "f32" && d != "bf16") {
-      fmt::print(err, "convjit bench: --dtypes takes f32 and/or bf16, not '{}'\n", d);
-      return false;
+  self.ms = median(t_self);
+  self.gflops = base.flops * 1e-9 / (self.ms * 1e-3);
+  std::vector<Record> out{self};
+  for (std::size_t c = 0; c < columns.size(); ++c) {
+    Record r = columns[c].record;
+    if (columns[c].conv) {
+      r.ms = median(t_peer[c]);
+      r.gflops = base.flops * 1e-9 / (r.ms * 1e-3);
     }
+    out.push_back(std::move(r));
   }
-  for (int t : opt->threads) {
-    if (t < 1) {
-      fmt::print(err, "convjit bench: --threads takes positive counts\n");
-      return false;
-    }
-  }
-  return true;
+  return out;
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
 }
 
 }  // namespace
 
 int bench_command(std::span<const std::string_view> args, std::ostream& out, std::ostream& err) {
-  Options opt;
-  opt.shapes_path = CONVJIT_DEFAULT_SHAPES;
-  bool help = false;
-  if (!parse_options(args, &opt, &help, err)) {
-    print_usage(err);
-    return 2;
+  BenchOptions opt;
+  try {
+    opt = parse_bench_options(args);
+  } catch (const cli::UsageError& e) {
+    fmt::print(err, "convjit bench: {}\n(`convjit bench --help` lists the flags)\n", e.what());
+    return cli::kExitUsage;
   }
-  if (help) {
-    print_usage(out);
-    return 0;
+  if (opt.help) {
+    fmt::print(out, "{}", bench_usage());
+    return cli::kExitOk;
   }
   std::vector<BenchShape> shapes;
   try {
-    shapes = load_shapes(opt.shapes_path);
+    shapes = select_shapes(load_shapes(opt.shapes_path), opt.only);
   } catch (const std::exception& e) {
     fmt::print(err, "convjit bench: {}\n", e.what());
-    return 2;
+    return cli::kExitUsage;
   }
-  std::mt19937 rng(2024);
-  std::vector<Row> rows;
-  fmt::print(out,
-             "{:<20} {:<11} {:<4} {:>2} {:>9} {:>9} {:>8} {:>9} {:>8} {:>7} {:>10} {:>10} {:>10} "
-             "check\n",
-             "shape", "op", "dt", "th", "convjit", "dnnl-tf", "ratio", "dnnl-best", "ratio",
-             "%peak", "jit-1st-ms", "jit-hit-us", "dnnl-mk-ms");
-  // The peak at each thread count, measured before any kernel runs: turbo clocks depend on
-  // how many cores are busy.
+  if (shapes.empty()) {
+    fmt::print(err, "convjit bench: {} lists no shapes\n", opt.shapes_path);
+    return cli::kExitUsage;
+  }
+  // With convjit capped at AVX2, so are the peers (oneDNN honours it before its first primitive).
+  const char* isa = std::getenv("CONVJIT_ISA");
+  opt.isa_cap = isa != nullptr && lower(isa) == "avx2" ? "avx2" : "";
+
+  std::vector<std::unique_ptr<PeerLibrary>> peers;
+  if (!opt.no_peers) {
+    for (const std::string& path : installed_peer_libraries()) {
+      std::string why;
+      if (auto lib = PeerLibrary::load(path, &why)) {
+        peers.push_back(std::move(lib));
+      } else {
+        fmt::print(err, "convjit bench: warning: peer {} not loaded: {}\n", path, why);
+      }
+    }
+    for (const std::string& path : opt.peer_libs) {
+      std::string why;
+      auto lib = PeerLibrary::load(path, &why);
+      if (!lib) {
+        fmt::print(err, "convjit bench: cannot load peer library {}: {}\n", path, why);
+        return cli::kExitUsage;
+      }
+      peers.push_back(std::move(lib));
+    }
+  }
+  std::vector<std::string> peer_columns;
+  for (const auto& lib : peers) {
+    peer_columns.push_back(lib->name() + "/tf");
+    peer_columns.push_back(lib->name() + "/best");
+  }
+
+  // The peak at each thread count, measured before any kernel runs: turbo clocks depend on how
+  // many cores are busy.
   std::map<int, MachinePeak> peaks;
   for (int threads : opt.threads) peaks[threads] = measure_machine_peak(threads);
-  std::string peak_note = "this host's measured peak per core:";
+  std::string host = "measured peak per core:";
   for (const auto& [threads, p] : peaks) {
-    peak_note +=
-        fmt::format(" {}T {:.1f} f32, {:.1f} bf16;", threads, p.f32_per_core, p.bf16_per_core);
+    host += fmt::format(" {}T {:.1f} GFLOP/s f32, {:.1f} bf16;", threads, p.f32_per_core,
+                        p.bf16_per_core);
   }
-  peak_note += fmt::format(" {}", peaks.begin() != peaks.end() ? peaks.begin()->second.how : "");
-  fmt::print(out, "(GFLOP/s; ratio = convjit / oneDNN; %peak of {})\n", peak_note);
+  host += fmt::format(
+      " {}; peers: {}", peaks.begin()->second.how,
+      peers.empty() ? std::string("none") : fmt::format("{}", fmt::join(peer_columns, ", ")));
+  if (!opt.isa_cap.empty()) host += "; ISA capped at " + opt.isa_cap;
+
+  std::size_t total = 0;
+  for (const BenchShape& s : shapes) total += ops_for(s).size();
+  total *= opt.dtypes.size() * opt.threads.size();
+  if (opt.format == OutputFormat::kTable) {
+    fmt::print(out, "(GFLOP/s; ratio = convjit / peer; {})\n", host);
+    print_table_header(out, peer_columns);
+  }
+  Context ctx{opt, peers};
+  std::vector<Record> records;
   bool all_ok = true;
-  for (const auto& dt : opt.dtypes) {
+  std::size_t done = 0;
+  for (DType dtype : opt.dtypes) {
     for (int threads : opt.threads) {
-      set_onednn_threads(threads);
-      for (const auto& shape : shapes) {
-        if (!opt.only.empty() &&
-            std::find(opt.only.begin(), opt.only.end(), shape.name) == opt.only.end()) {
-          continue;
-        }
+      for (const BenchShape& shape : shapes) {
         for (BenchOp op : ops_for(shape)) {
+          fmt::print(err, "[{}/{}] {} {} {} {}T...\n", ++done, total, shape.name,
+                     bench_op_name(shape, op), short_dtype_name(dtype), threads);
+          err.flush();
+          std::vector<Record> group;
           try {
-            Row r = bench_one(shape, op, dt == "bf16", threads, opt, rng);
+            group = bench_case(shape, op, dtype, threads, ctx);
             const MachinePeak& peak = peaks[threads];
-            const double per_core = dt == "bf16" ? peak.bf16_per_core : peak.f32_per_core;
-            if (per_core > 0) r.peak_fraction = r.convjit_gflops / (per_core * threads);
-            all_ok = all_ok && r.check_ok;
-            fmt::print(out, "{}\n", format_row(r, false));
-            out.flush();
-            rows.push_back(std::move(r));
+            const double per_core =
+                dtype == DType::kBFloat16 ? peak.bf16_per_core : peak.f32_per_core;
+            if (per_core > 0) group[0].peak_percent = 100 * group[0].gflops / (per_core * threads);
+            all_ok = all_ok && group[0].check.starts_with("ok");
           } catch (const std::exception& e) {
+            Record failed;
+            failed.shape = shape.name;
+            failed.op = bench_op_name(shape, op);
+            failed.dtype = std::string(short_dtype_name(dtype));
+            failed.threads = threads;
+            failed.impl = "convjit";
+            failed.flops = shape.flops();
+            failed.note = e.what();
+            group = {failed};
             all_ok = false;
-            fmt::print(out, "{:<20} {:<11} {:<4} {:>2}  FAILED: {}\n", shape.name,
-                       bench_op_name(shape, op), dt, threads, e.what());
           }
+          if (opt.format == OutputFormat::kTable) {
+            print_table_row(out, group, peer_columns);
+            out.flush();
+          }
+          records.insert(records.end(), group.begin(), group.end());
         }
       }
     }
   }
 
-  // Geometric means of the ratios per dtype, thread count and op; the preferred-layout mean
-  // covers the non-depthwise shapes, as the targets state it.
-  std::map<std::string, std::vector<double>> tf_ratios, best_ratios;
-  for (const auto& r : rows) {
-    if (!r.onednn_unavailable.empty()) continue;
-    const std::string key = fmt::format("{} {}T {}", r.dtype, r.threads, r.op);
-    tf_ratios[key].push_back(r.convjit_gflops / r.tf_gflops);
-    if (!r.depthwise) best_ratios[key].push_back(r.convjit_gflops / r.best_gflops);
+  std::string command = "convjit bench";
+  for (std::string_view a : args) command += " " + std::string(a);
+  switch (opt.format) {
+    case OutputFormat::kTable:
+      fmt::print(out, "\n{}", summary(records, peer_columns));
+      break;
+    case OutputFormat::kCsv:
+      print_csv(out, records);
+      break;
+    case OutputFormat::kJson:
+      print_json(out, records, host, command);
+      break;
   }
-  std::string summary;
-  for (const auto& [key, v] : tf_ratios) {
-    const auto it = best_ratios.find(key);
-    summary += fmt::format("  {:<24} vs tf layouts {:.2f}x   vs preferred layouts {}\n", key,
-                           geomean(v),
-                           it == best_ratios.end() ? "-" : fmt_ratio(geomean(it->second)));
-  }
-  fmt::print(out, "\ngeometric mean of convjit / oneDNN:\n{}", summary);
-
   if (!opt.markdown_path.empty()) {
     std::ofstream md(opt.markdown_path);
-    md << "| shape | op | dtype | threads | convjit GF/s | oneDNN tf GF/s | ratio | oneDNN best "
-          "GF/s | ratio | % peak | jit first ms | jit hit us | oneDNN create ms | check | kernel |\n"
-       << "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
-    for (const auto& r : rows) md << format_row(r, true) << "\n";
-    md << "\n% peak: of " << peak_note << ".\n";
-    md << "\nGeometric means of convjit / oneDNN:\n\n```\n" << summary << "```\n";
+    print_markdown(md, records, peer_columns, fmt::format("`{}`; {}.", command, host));
+    if (!md) {
+      fmt::print(err, "convjit bench: cannot write {}\n", opt.markdown_path);
+      return cli::kExitFailure;
+    }
   }
-  return all_ok ? 0 : 1;
+  return all_ok ? cli::kExitOk : cli::kExitFailure;
 }
 
 }  // namespace convjit::bench

@@ -72,6 +72,9 @@ std::vector<std::int64_t> dense_strides(const std::vector<std::int64_t>& dims,
   return strides;
 }
 
+// Padding of up to this many rows or columns a side is always allowed, however small the image.
+constexpr std::int64_t kMinPadAllowance = 16;
+
 // A loop over [begin, end) of a fresh variable around `body(var)`.
 Stmt loop_over(LoopNest& nest, const char* name, std::int64_t begin, std::int64_t end,
                const std::function<Stmt(const Affine&)>& body) {
@@ -134,6 +137,15 @@ bool pad(LoopNest& nest, int s, const std::vector<Loop*>& copies) {
     }
   });
   if (!ok || !guarded) return false;
+  // Zeros pay for dropped guards only while they are about as many as the data: a window whose
+  // taps reach far past the image (a huge dilation reads one tap in the image) keeps its
+  // guards, and the padded sizes below stay far from overflowing.
+  for (std::size_t d : {kH, kW}) {
+    const std::int64_t extent = buf.dims[d];
+    const std::int64_t most = std::max<std::int64_t>(extent, kMinPadAllowance);
+    const Interval& x = reach[d - kH];
+    if (x.lo < -most || x.hi > extent - 1 + most) return false;
+  }
 
   const std::int64_t top = -reach[0].lo, left = -reach[1].lo;
   const std::int64_t oh = buf.dims[kH], ow = buf.dims[kW];

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Runs `convjit bench` and tf_peer.py shape by shape, alternating, and merges their records.
+
+TensorFlow cannot run inside the benchmark's process, so the two alternate at the grain of a
+shape instead: for each shape of the file, `convjit bench --only SHAPE` (convjit and the
+oneDNN peers, alternating call by call) and then tf_peer.py --only SHAPE, so that drift in
+clocks or load over a long run hits both alike. Writes one JSON file with every record, which
+plot_ratios.py reads.
+
+  /tmp/peers/bin/python benchmarks/run_suite.py --convjit build/convjit \
+      --shapes ../shared/bench/networks.txt --dtype f32,bf16 --threads 1,2 -o networks.json
+
+Progress (both programs') goes to stderr. The exit status is 1 when a convjit result did not
+match its check, or a run failed.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def shape_names(path):
+    names = []
+    for line in open(path):
+        fields = line.split()
+        if fields and not fields[0].startswith("#"):
+            names.append(fields[0])
+    return names
+
+
+def main(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--convjit", required=True, help="the convjit executable")
+    parser.add_argument("--shapes", required=True, help="the shapes file")
+    parser.add_argument("--only", default="", help="shape names to run, comma separated")
+    parser.add_argument("--dtype", default="f32,bf16")
+    parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--min-time-ms", default="200")
+    parser.add_argument("--no-tensorflow", action="store_true", help="run convjit bench only")
+    parser.add_argument("-o", "--output", required=True, help="the merged JSON file")
+    args = parser.parse_args(argv)
+
+    names = [n for n in args.only.split(",") if n] or shape_names(args.shapes)
+    tf_peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf_peer.py")
+    common = ["--shapes", args.shapes, "--dtype", args.dtype, "--threads", args.threads,
+              "--min-time-ms", args.min_time_ms]
+    records, status = [], 0
+    for i, name in enumerate(names, 1):
+        print(f"== [{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
+        runs = [[args.convjit, "bench", *common, "--only", name, "--format", "json"]]
+        if not args.no_tensorflow:
+            runs.append([sys.executable, tf_peer, *common, "--only", name, "--format", "json"])
+        for command in runs:
+            done = subprocess.run(command, stdout=subprocess.PIPE, check=False)
+            if done.returncode == 2:
+                print(f"run_suite.py: usage error from {' '.join(command)}", file=sys.stderr)
+                return 2
+            if done.returncode != 0:
+                status = 1
+            try:
+                records.extend(json.loads(done.stdout)["results"])
+            except (ValueError, KeyError):
+                print(f"run_suite.py: no results from {' '.join(command)}", file=sys.stderr)
+                status = 1
+    with open(args.output, "w") as f:
+        json.dump({"tool": "run_suite.py", "command": " ".join(["run_suite.py", *argv]),
+                   "results": records}, f, indent=1)
+        f.write("\n")
+    print(f"wrote {len(records)} records to {args.output}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

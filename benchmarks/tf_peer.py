@@ -1,0 +1,234 @@
+#!/usr/bin/env python3
+"""TensorFlow's own CPU kernels as a benchmark peer of `convjit bench`.
+
+Reads the same shapes file (name kind N H W IC M KH KW stride pad dilation), times
+tf.raw_ops.Conv2DBackpropInput / Conv2DBackpropFilter / DepthwiseConv2dNativeBackpropInput on
+NHWC tensors inside a tf.function, with intra-op threads = the thread count and inter-op 1,
+and prints the records `convjit bench --format json` (or csv) prints, so that the outputs of
+both can be joined (plot_ratios.py does).
+
+  benchmarks/tf_peer.py --shapes ../shared/bench/shapes.txt --dtype f32,bf16 --threads 1,2 \
+      --format json > tf.json
+
+TensorFlow fixes its thread pools when it starts, so each thread count runs in a process of its
+own (this script calls itself). TF_ENABLE_ONEDNN_OPTS (TensorFlow's default 1 on x86 Linux: its
+bundled oneDNN) is passed through; with 0 the records name the Eigen kernels
+("tensorflow-<version>-eigen"). Cases TensorFlow's CPU kernels refuse (dilations above 1 in
+the data and filter gradients, for one) get a record with the reason in "note".
+"""
+
+import argparse
+import csv
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+DTYPES = {
+    "f16": "f16", "half": "f16", "float16": "f16",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "f32": "f32", "float32": "f32", "float": "f32",
+    "f64": "f64", "float64": "f64", "double": "f64",
+}
+FIELDS = ["shape", "op", "dtype", "threads", "impl", "layouts", "gflops", "ms", "flops",
+          "setup_ms", "check", "max_rel_error", "kernel", "note"]
+
+
+class UsageError(Exception):
+    pass
+
+
+def positive_int(text, what):
+    try:
+        value = int(text)
+    except ValueError:
+        raise UsageError(f"{what}: '{text}' is not an integer")
+    if value < 1:
+        raise UsageError(f"{what}: {value} is not positive")
+    return value
+
+
+def load_shapes(path):
+    """The shapes file, as convjit bench reads it (the same checks, the same messages)."""
+    try:
+        lines = open(path).read().splitlines()
+    except OSError as e:
+        raise UsageError(f"cannot open benchmark shapes file '{path}': {e.strerror}")
+    shapes, names = [], set()
+    for number, line in enumerate(lines, 1):
+        fields = line.split()
+        if not fields or fields[0].startswith("#"):
+            continue
+        at = f"{path}:{number}"
+        if len(fields) != 12:
+            raise UsageError(f"{at}: expected 12 fields, found {len(fields)}")
+        name, kind, *numbers = fields[:10]
+        pad, dilation = fields[10], fields[11]
+        if kind not in ("conv", "dw"):
+            raise UsageError(f"{at}: kind '{kind}' is not conv or dw")
+        if pad not in ("SAME", "VALID"):
+            raise UsageError(f"{at}: pad '{pad}' is not SAME or VALID")
+        n, h, w, ic, m, kh, kw, stride = (positive_int(v, at) for v in numbers)
+        shape = dict(name=name, depthwise=kind == "dw", n=n, h=h, w=w, ic=ic, m=m, kh=kh, kw=kw,
+                     stride=stride, same=pad == "SAME", dilation=positive_int(dilation, at))
+        if name in names:
+            raise UsageError(f"{at}: shape name '{name}' appears twice")
+        names.add(name)
+        shapes.append(shape)
+    return shapes
+
+
+def out_size(size, k, stride, dilation, same):
+    k_eff = (k - 1) * dilation + 1
+    return (size + stride - 1) // stride if same else (size - k_eff + stride) // stride
+
+
+def flops(s):
+    oh = out_size(s["h"], s["kh"], s["stride"], s["dilation"], s["same"])
+    ow = out_size(s["w"], s["kw"], s["stride"], s["dilation"], s["same"])
+    per_pixel = s["ic"] * s["m"] * s["kh"] * s["kw"]
+    return 2.0 * s["n"] * oh * ow * per_pixel
+
+
+def ops_for(s):
+    return ["dw_bwd_data"] if s["depthwise"] else ["bwd_data", "bwd_filter"]
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--shapes", required=True, help="the shapes file")
+    parser.add_argument("--only", default="", help="shape names to run, comma separated")
+    parser.add_argument("--dtype", "--dtypes", default="f32,bf16", help="f32, bf16, f16, f64")
+    parser.add_argument("--threads", default="1,2", help="thread counts, e.g. 1,2")
+    parser.add_argument("--format", default="json", choices=["json", "csv"])
+    parser.add_argument("--min-time-ms", default="200", help="time each case at least this long")
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    try:
+        args.dtypes = []
+        for name in args.dtype.split(","):
+            if name not in DTYPES:
+                raise UsageError(f"--dtype: '{name}' is not a dtype (f32, bf16, f16 or f64)")
+            if DTYPES[name] not in args.dtypes:
+                args.dtypes.append(DTYPES[name])
+        args.thread_counts = [positive_int(t, "--threads") for t in args.threads.split(",")]
+        try:
+            args.min_time_ms = float(args.min_time_ms)
+        except ValueError:
+            raise UsageError(f"--min-time-ms: '{args.min_time_ms}' is not a number")
+        if not args.min_time_ms > 0:
+            raise UsageError(f"--min-time-ms: {args.min_time_ms} is not a positive time")
+        shapes = load_shapes(args.shapes)
+        only = [n for n in args.only.split(",") if n] if args.only else []
+        unknown = [n for n in only if n not in {s["name"] for s in shapes}]
+        if unknown:
+            raise UsageError(f"--only: no shape named {', '.join(unknown)} in the file (it has: "
+                             f"{', '.join(s['name'] for s in shapes)})")
+        args.shapes_list = [s for s in shapes if not only or s["name"] in only]
+        if not args.shapes_list:
+            raise UsageError(f"{args.shapes} lists no shapes")
+    except UsageError as e:
+        parser.error(str(e))
+    return args
+
+
+def time_case(tf, s, op, dtype_name, min_time_ms):
+    """Median milliseconds of one call, and the tf.function's first call (trace + run)."""
+    import numpy as np
+    dtype = {"f16": tf.float16, "bf16": tf.bfloat16, "f32": tf.float32, "f64": tf.float64}[dtype_name]
+    rng = np.random.default_rng(2024)
+
+    def tensor(shape):
+        values = rng.integers(-128, 129, size=shape).astype(np.float32) / 128.0
+        return tf.cast(tf.constant(values), dtype)
+
+    oh = out_size(s["h"], s["kh"], s["stride"], s["dilation"], s["same"])
+    ow = out_size(s["w"], s["kw"], s["stride"], s["dilation"], s["same"])
+    oc = s["ic"] * s["m"] if s["depthwise"] else s["m"]
+    x_shape = [s["n"], s["h"], s["w"], s["ic"]]
+    w_shape = [s["kh"], s["kw"], s["ic"], s["m"]]
+    dy = tensor([s["n"], oh, ow, oc])
+    attrs = dict(strides=[1, s["stride"], s["stride"], 1], padding="SAME" if s["same"] else "VALID",
+                 dilations=[1, s["dilation"], s["dilation"], 1])
+    if op == "bwd_data":
+        w = tensor(w_shape)
+        sizes = tf.constant(x_shape, tf.int32)
+        fn = tf.function(lambda: tf.raw_ops.Conv2DBackpropInput(
+            input_sizes=sizes, filter=w, out_backprop=dy, **attrs))
+    elif op == "bwd_filter":
+        x = tensor(x_shape)
+        sizes = tf.constant(w_shape, tf.int32)
+        fn = tf.function(lambda: tf.raw_ops.Conv2DBackpropFilter(
+            input=x, filter_sizes=sizes, out_backprop=dy, **attrs))
+    else:
+        w = tensor(w_shape)
+        sizes = tf.constant(x_shape, tf.int32)
+        fn = tf.function(lambda: tf.raw_ops.DepthwiseConv2dNativeBackpropInput(
+            input_sizes=sizes, filter=w, out_backprop=dy, **attrs))
+    start = time.perf_counter()
+    fn().numpy()  # traces, runs, and surfaces the kernel's errors
+    setup_ms = (time.perf_counter() - start) * 1e3
+    times = []
+    budget_end = time.perf_counter() + min_time_ms / 1e3
+    while len(times) < 6 or (time.perf_counter() < budget_end and len(times) < 200):
+        start = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times), setup_ms
+
+
+def worker(args, threads):
+    """One thread count: TensorFlow configured before its first op."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    eigen = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1") == "0"
+    impl = f"tensorflow-{tf.__version__}" + ("-eigen" if eigen else "")
+    records = []
+    cases = [(s, op, dt) for dt in args.dtypes for s in args.shapes_list for op in ops_for(s)]
+    for i, (s, op, dt) in enumerate(cases, 1):
+        print(f"[{i}/{len(cases)}] {s['name']} {op} {dt} {threads}T...", file=sys.stderr, flush=True)
+        record = dict(shape=s["name"], op=op, dtype=dt, threads=threads, impl=impl, layouts="tf",
+                      gflops=0.0, ms=0.0, flops=flops(s), setup_ms=0.0, check="",
+                      max_rel_error=0.0, kernel="", note="")
+        try:
+            ms, setup_ms = time_case(tf, s, op, dt, args.min_time_ms)
+            record.update(ms=ms, setup_ms=setup_ms, gflops=record["flops"] * 1e-9 / (ms * 1e-3))
+        except Exception as e:  # TensorFlow refuses the case on this CPU: say why
+            record["note"] = " ".join(str(e).split())[:300] or type(e).__name__
+        records.append(record)
+    return records
+
+
+def main(argv):
+    args = parse_args(argv)
+    if args.worker:
+        json.dump(worker(args, args.thread_counts[0]), sys.stdout)
+        return 0
+    records = []
+    for threads in args.thread_counts:
+        command = [sys.executable, os.path.abspath(__file__), *argv, "--worker",
+                   "--threads", str(threads)]
+        # The last --threads wins in argparse: the worker sees only its own count.
+        done = subprocess.run(command, stdout=subprocess.PIPE, check=False)
+        if done.returncode != 0:
+            print(f"tf_peer.py: the {threads}-thread run failed (exit {done.returncode})",
+                  file=sys.stderr)
+            return 1
+        records.extend(json.loads(done.stdout))
+    if args.format == "csv":
+        writer = csv.DictWriter(sys.stdout, fieldnames=FIELDS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+    else:
+        json.dump({"tool": "tf_peer.py", "command": " ".join(["tf_peer.py", *argv]),
+                   "host": os.uname().machine, "results": records}, sys.stdout, indent=1)
+        print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
