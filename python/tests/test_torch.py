@@ -14,8 +14,8 @@ if torch is not None:
     import torch.nn.functional as F
     import convjit.torch as ct
 
-DTYPES = ["float32", "float64", "bfloat16"]
-TOLERANCE = {"float32": 1e-4, "float64": 1e-10, "bfloat16": 3e-2}
+DTYPES = ["float32", "float64", "bfloat16", "float16"]
+TOLERANCE = {"float32": 1e-4, "float64": 1e-10, "bfloat16": 3e-2, "float16": 3e-3}
 
 
 def _case(rng, depthwise):
