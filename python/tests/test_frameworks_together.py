@@ -6,7 +6,6 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
 
 import pytest
 
@@ -15,8 +14,7 @@ from conftest import REPO, optional_module
 FRAMEWORKS = ("tensorflow", "jax", "torch")
 missing = [name for name in FRAMEWORKS if optional_module(name) is None]
 
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-ENV.setdefault("CONVJIT_ADAPTER_DIR", tempfile.mkdtemp(prefix="convjit-adapters-"))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")  # with conftest.py's CONVJIT_ADAPTER_DIR
 
 # PyTorch first, with torch._dynamo: PyTorch's custom-op machinery imports dynamo and with it
 # triton, whose LLVM aborts the process ("Option ... registered more than once") when

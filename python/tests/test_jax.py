@@ -23,18 +23,6 @@ DTYPES = ["float32", "float64", "bfloat16", "float16"]
 TOLERANCE = {"float32": 1e-4, "float64": 1e-10, "bfloat16": 3e-2, "float16": 3e-3}
 
 
-@pytest.fixture(scope="module", autouse=True)
-def adapter_dir(tmp_path_factory):
-    import os
-    old = os.environ.get("CONVJIT_ADAPTER_DIR")
-    os.environ["CONVJIT_ADAPTER_DIR"] = str(tmp_path_factory.mktemp("adapters"))
-    yield
-    if old is None:
-        os.environ.pop("CONVJIT_ADAPTER_DIR", None)
-    else:
-        os.environ["CONVJIT_ADAPTER_DIR"] = old
-
-
 def _case(rng, depthwise):
     n, h, w, c = rng.randint(1, 3), rng.randint(4, 9), rng.randint(4, 9), rng.randint(1, 5)
     kh, kw = rng.randint(1, 3), rng.randint(1, 3)

@@ -4,14 +4,12 @@ library is built once per test session into a private directory (a minute on a b
 
 import os
 import random
-import tempfile
 
 import numpy as np
 import pytest
 
 from conftest import optional_module
 
-os.environ.setdefault("CONVJIT_ADAPTER_DIR", tempfile.mkdtemp(prefix="convjit-adapters-"))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 tf = optional_module("tensorflow")
 pytestmark = pytest.mark.skipif(tf is None, reason="TensorFlow is not installed")
