@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "frontend/descriptor_text.hpp"
+#include "frontend/validate.hpp"
 #include "runtime/api_c_error.hpp"
 #include "runtime/compile.hpp"
 #include "runtime/kernel.hpp"
@@ -183,6 +184,18 @@ Status compile_to_handle(const convjit::OpDescriptor& desc, convjit_kernel** out
   return Status::ok();
 }
 
+// A C parallel loop as the runtime's ParallelFor.
+convjit::ParallelFor to_parallel_for(convjit_parallel_for_fn fn, void* ctx) {
+  return [fn, ctx](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
+    // Bodies come from lib/ and codegen/, which never throw, so nothing unwinds through the
+    // framework's C frames.
+    auto trampoline = [](void* body_ctx, int64_t begin, int64_t end) {
+      (*static_cast<const std::function<void(std::int64_t, std::int64_t)>*>(body_ctx))(begin, end);
+    };
+    fn(ctx, n, trampoline, const_cast<void*>(static_cast<const void*>(&body)));
+  };
+}
+
 const char* kernel_string(const convjit_kernel* kernel, const char* function,
                           const std::string& (convjit::detail::KernelImpl::*field)() const) {
   if (kernel == nullptr) {
@@ -278,6 +291,46 @@ convjit_status convjit_run_with_context(const convjit_kernel* kernel, const conv
   });
 }
 
+convjit_status convjit_run_with_parallel_for(const convjit_kernel* kernel, const convjit_tensor* a,
+                                             const convjit_tensor* b, const convjit_tensor* out,
+                                             const convjit_run_context* context,
+                                             convjit_parallel_for_fn fn, void* fn_ctx) {
+  return guarded("convjit_run_with_parallel_for", [&]() -> Status {
+    if (kernel == nullptr) {
+      return convjit::invalid_argument("convjit_run_with_parallel_for: kernel is NULL");
+    }
+    std::array<convjit::runtime::OperandArg, 3> args;
+    CONVJIT_RETURN_IF_ERROR(to_operand("a", a, &args[0]));
+    CONVJIT_RETURN_IF_ERROR(to_operand("b", b, &args[1]));
+    CONVJIT_RETURN_IF_ERROR(to_operand("out", out, &args[2]));
+    convjit::codegen::RunContext run_context;
+    if (context != nullptr) {
+      run_context.stream = context->stream;
+      run_context.workspace = context->workspace;
+      run_context.workspace_bytes = context->workspace_bytes;
+    }
+    if (fn == nullptr) return kernel->impl->run(args, run_context);
+    return kernel->impl->run(args, run_context, to_parallel_for(fn, fn_ctx));
+  });
+}
+
+convjit_status convjit_infer_output_shape(const convjit_op_desc* desc,
+                                          int64_t shape[CONVJIT_MAX_RANK]) {
+  return guarded("convjit_infer_output_shape", [&]() -> Status {
+    if (desc == nullptr || shape == nullptr) {
+      return convjit::invalid_argument(
+          "convjit_infer_output_shape: desc and shape must be non-NULL");
+    }
+    convjit::OpDescriptor descriptor;
+    CONVJIT_RETURN_IF_ERROR(to_descriptor(*desc, &descriptor));
+    convjit::Expected<convjit::ConvProblem> problem = convjit::validate(descriptor);
+    if (!problem.has_value()) return problem.status();
+    const std::array<std::int64_t, 4> result = problem->shape(problem->output_role());
+    for (std::size_t i = 0; i < result.size(); ++i) shape[i] = result[i];
+    return Status::ok();
+  });
+}
+
 size_t convjit_kernel_workspace_bytes(const convjit_kernel* kernel) {
   if (kernel == nullptr) {
     fail(CONVJIT_INVALID_ARGUMENT, "convjit_kernel_workspace_bytes: kernel is NULL");
@@ -323,16 +376,7 @@ convjit_status convjit_set_parallel_for(convjit_parallel_for_fn fn, void* ctx) {
       convjit::runtime::set_parallel_for_hook({});
       return Status::ok();
     }
-    convjit::runtime::set_parallel_for_hook(
-        [fn, ctx](std::int64_t n, const std::function<void(std::int64_t, std::int64_t)>& body) {
-          // Bodies come from lib/ and codegen/, which never throw, so nothing unwinds through
-          // the framework's C frames.
-          auto trampoline = [](void* body_ctx, int64_t begin, int64_t end) {
-            (*static_cast<const std::function<void(std::int64_t, std::int64_t)>*>(body_ctx))(begin,
-                                                                                             end);
-          };
-          fn(ctx, n, trampoline, const_cast<void*>(static_cast<const void*>(&body)));
-        });
+    convjit::runtime::set_parallel_for_hook(to_parallel_for(fn, ctx));
     return Status::ok();
   });
 }

@@ -123,7 +123,7 @@ std::array<std::int64_t, 4> KernelImpl::operand_shape(int index) const {
 }
 
 Status KernelImpl::run(const std::array<runtime::OperandArg, 3>& args,
-                       const codegen::RunContext& context) const {
+                       const codegen::RunContext& context, const ParallelFor& parallel_for) const {
   const ConvProblem& p = problem();
   OperandPointers pointers;
   CONVJIT_RETURN_IF_ERROR(runtime::check_operands(op_, p, args, &pointers));
@@ -139,7 +139,9 @@ Status KernelImpl::run(const std::array<runtime::OperandArg, 3>& args,
     if (bytes > 0) std::memset(pointers.get(out), 0, static_cast<std::size_t>(bytes));
   } else {
     codegen::RunContext run_context = context;
-    run_context.parallel_for = runtime::resolve_parallel_for(parallel_for_, compiled_->num_threads);
+    run_context.parallel_for =
+        parallel_for ? parallel_for
+                     : runtime::resolve_parallel_for(parallel_for_, compiled_->num_threads);
     CONVJIT_RETURN_IF_ERROR(compiled_->code->run(pointers, run_context));
     // The run may have left a scratch block with the kernel: the memory cache's byte bound.
     runtime::global_kernel_cache().note_run(*compiled_);

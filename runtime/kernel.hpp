@@ -113,10 +113,11 @@ class KernelImpl {
              std::string descriptor, std::string cache_source, ParallelFor parallel_for);
 
   /// Checks the operands and computes the op; empty problems zero-fill the output. `context`
-  /// carries a device kernel's stream and workspace (its parallel_for is ignored: CPU
-  /// kernels run on the compile options' loop, the hook or convjit's pool).
+  /// carries a device kernel's stream and workspace (its parallel_for is ignored). CPU kernels
+  /// run their parallel loops on `parallel_for` when the caller gives one (a framework's pool,
+  /// for this run only), else on the compile options' loop, the hook or convjit's pool.
   Status run(const std::array<runtime::OperandArg, 3>& args,
-             const codegen::RunContext& context = {}) const;
+             const codegen::RunContext& context = {}, const ParallelFor& parallel_for = {}) const;
 
   const runtime::CompiledKernel& compiled() const { return *compiled_; }
   const std::shared_ptr<const runtime::CompiledKernel>& compiled_ptr() const { return compiled_; }

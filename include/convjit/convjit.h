@@ -125,6 +125,23 @@ CONVJIT_API convjit_status convjit_run_with_context(const convjit_kernel* kernel
                                                     const convjit_tensor* out,
                                                     const convjit_run_context* context);
 
+/* convjit_run_with_context (context may be NULL) whose CPU parallel loops go, for this run only,
+ * through fn(fn_ctx, ...): the thread pool of the framework the call comes from, so a process
+ * embedding several frameworks runs each one's kernels on its own pool. fn NULL: the kernel's
+ * usual loop (convjit_set_parallel_for's hook, else convjit's pool). Device kernels ignore fn. */
+CONVJIT_API convjit_status convjit_run_with_parallel_for(const convjit_kernel* kernel,
+                                                         const convjit_tensor* a,
+                                                         const convjit_tensor* b,
+                                                         const convjit_tensor* out,
+                                                         const convjit_run_context* context,
+                                                         convjit_parallel_for_fn fn, void* fn_ctx);
+
+/* Validates desc as convjit_compile does (TensorFlow's checks, order and messages) and stores the
+ * shape of the op's result in shape[0..3]; nothing is compiled. For frameworks that need the
+ * result's shape (and TensorFlow's error) while tracing, before any kernel runs. */
+CONVJIT_API convjit_status convjit_infer_output_shape(const convjit_op_desc* desc,
+                                                      int64_t shape[CONVJIT_MAX_RANK]);
+
 /* Device workspace bytes one run needs (0 for CPU kernels and on error). */
 CONVJIT_API size_t convjit_kernel_workspace_bytes(const convjit_kernel* kernel);
 

@@ -19,8 +19,10 @@ compiled once per op instance and cached in memory and on disk.
 - ``convjit.cache``: the on-disk kernel cache (``list``, ``stats``, ``purge``).
 - ``Error``: every failure, a ``ValueError`` with TensorFlow's message text.
 
-Framework adapters (``convjit.tf``, ``convjit.keras``, ``convjit.jax``, ``convjit.torch``) are
-submodules of this package as they are added.
+Framework adapters, imported on their own (docs/FRAMEWORKS.md): ``convjit.torch`` (custom ops,
+autograd, ``Conv2d``), ``convjit.jax`` (XLA FFI custom calls, differentiable, jit/vmap),
+``convjit.tf`` (the ``Convjit*`` TensorFlow ops and their gradients) and ``convjit.keras``
+(``Conv2D``, ``DepthwiseConv2D``).
 """
 
 from ._convjit import Error, Kernel, __version__

@@ -7,8 +7,19 @@ import tempfile
 
 import pytest
 
+# PyTorch (and torch._dynamo, which its custom ops import, and with it triton) before any test
+# module imports TensorFlow: triton's LLVM aborts the process when TensorFlow's was loaded
+# first (a clash between the two frameworks; docs/FRAMEWORKS.md).
+try:
+    import torch
+    import torch._dynamo  # noqa: F401
+except ImportError:
+    pass
+
 _CACHE = tempfile.TemporaryDirectory(prefix="convjit-pytest-cache-")
 os.environ["CONVJIT_CACHE_DIR"] = os.path.join(_CACHE.name, "cache")
+# The framework adapters' native libraries, built once for the whole run.
+os.environ["CONVJIT_ADAPTER_DIR"] = os.path.join(_CACHE.name, "adapters")
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
 SHARED = pathlib.Path(os.environ.get("CONVJIT_SHARED_DIR", REPO.parent / "shared"))

@@ -208,9 +208,10 @@ def test_error_is_a_value_error_with_a_status():
 def test_cuda_arrays_compile_for_their_device():
     w = FakeDeviceArray((3, 3, 4, 6), device_id=1)
     dy = FakeDeviceArray((2, 8, 8, 6), device_id=1)
-    with pytest.raises(convjit.Error, match="cuda:1") as info:
+    # Without the CUDA backend compile() says there is none for cuda:1; with it, on a machine
+    # without a driver, that there is no CUDA device. Never a CPU kernel run on device memory.
+    with pytest.raises(convjit.Error, match="cuda:1|no CUDA device") as info:
         convjit.conv2d_backprop_input(SIZES, w, dy, STRIDES, "SAME")
-    # Until the CUDA backend is part of the build, compile() says there is none for the device.
     assert "no backend for device" in str(info.value) or info.value.status != "INVALID_ARGUMENT"
 
 

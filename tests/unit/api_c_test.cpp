@@ -204,4 +204,98 @@ TEST(ApiC, StatusNames) {
   EXPECT_STREQ(convjit_status_name(CONVJIT_INTERNAL), "INTERNAL");
 }
 
+std::atomic<int> g_run_loop_calls{0};
+
+void count_run_loop(void* ctx, int64_t n, void (*body)(void*, int64_t, int64_t), void* body_ctx) {
+  ++g_run_loop_calls;
+  EXPECT_EQ(ctx, &g_run_loop_calls);
+  // Chunks in reverse: the kernel must not depend on the order the pool runs them in.
+  for (int64_t i = n - 1; i >= 0; --i) body(body_ctx, i, i + 1);
+}
+
+TEST(ApiC, RunWithParallelForUsesTheCallersLoopForThatRunOnly) {
+  DescStorage s;
+  s.desc.op = "Conv2DBackpropFilter";
+  s.input = {4, 16, 16, 8};
+  s.filter = {3, 3, 8, 8};
+  s.out_backprop = {4, 16, 16, 8};
+  s.strides = {1, 1, 1, 1};
+  s.desc.input = s.input.data();
+  s.desc.filter = s.filter.data();
+  s.desc.out_backprop = s.out_backprop.data();
+  s.desc.strides = s.strides.data();
+  convjit_compile_options options{};
+  options.num_threads = 4;
+  convjit_kernel* kernel = nullptr;
+  ASSERT_EQ(convjit_compile_with_options(&s.desc, &options, &kernel), CONVJIT_OK)
+      << convjit_last_error();
+  const auto x = convjit::testing::random_tensor(convjit::DType::kFloat32, s.input, 1);
+  const auto dy = convjit::testing::random_tensor(convjit::DType::kFloat32, s.out_backprop, 2);
+  convjit::testing::TestTensor got(convjit::DType::kFloat32, s.filter);
+  convjit::testing::TestTensor want(convjit::DType::kFloat32, s.filter);
+  convjit_tensor a = c_tensor(x), b = c_tensor(dy), out = c_tensor(got);
+  ASSERT_EQ(convjit_run_with_parallel_for(kernel, &a, &b, &out, nullptr, &count_run_loop,
+                                          &g_run_loop_calls),
+            CONVJIT_OK)
+      << convjit_last_error();
+  EXPECT_GT(g_run_loop_calls.load(), 0) << convjit_kernel_name(kernel);
+  convjit::OpDescriptor desc;
+  desc.op = convjit::OpKind::kConv2DBackpropFilter;
+  desc.input = s.input;
+  desc.filter = s.filter;
+  desc.out_backprop = s.out_backprop;
+  desc.padding = convjit::Padding::kSame;
+  convjit::run_reference(desc, x.view(), dy.view(), want.view());
+  EXPECT_TRUE(convjit::testing::all_close(
+      got.view(), want.view(), convjit::testing::tolerance(convjit::DType::kFloat32, 4 * 16 * 16)));
+
+  // Not a hook: a later run without a loop of its own goes back to convjit's pool.
+  const int calls = g_run_loop_calls.load();
+  ASSERT_EQ(convjit_run(kernel, &a, &b, &out), CONVJIT_OK) << convjit_last_error();
+  ASSERT_EQ(convjit_run_with_parallel_for(kernel, &a, &b, &out, nullptr, nullptr, nullptr),
+            CONVJIT_OK)
+      << convjit_last_error();
+  EXPECT_EQ(g_run_loop_calls.load(), calls);
+
+  // Bad operands are refused as by convjit_run, the loop never called.
+  out.shape[0] = 2;
+  expect_status(convjit_run_with_parallel_for(kernel, &a, &b, &out, nullptr, &count_run_loop,
+                                              &g_run_loop_calls),
+                CONVJIT_INVALID_ARGUMENT, "expected [3,3,8,8]");
+  EXPECT_EQ(g_run_loop_calls.load(), calls);
+  expect_status(convjit_run_with_parallel_for(nullptr, &a, &b, &out, nullptr, nullptr, nullptr),
+                CONVJIT_INVALID_ARGUMENT, "kernel is NULL");
+  convjit_destroy(kernel);
+}
+
+TEST(ApiC, InferOutputShapeValidatesWithoutCompiling) {
+  DescStorage s;
+  int64_t shape[CONVJIT_MAX_RANK] = {};
+  ASSERT_EQ(convjit_infer_output_shape(&s.desc, shape), CONVJIT_OK) << convjit_last_error();
+  EXPECT_EQ(std::vector<int64_t>(shape, shape + 4), (std::vector<int64_t>{1, 6, 6, 2}));
+
+  std::vector<int64_t> input{2, 9, 7, 4}, filter{3, 2, 4, 6}, strides{1, 2, 3, 1};
+  convjit_op_desc forward{};
+  forward.op = "conv2d";
+  forward.dtype = CONVJIT_FLOAT64;
+  forward.padding = "VALID";
+  forward.input = input.data();
+  forward.input_len = 4;
+  forward.filter = filter.data();
+  forward.filter_len = 4;
+  forward.strides = strides.data();
+  forward.strides_len = 4;
+  ASSERT_EQ(convjit_infer_output_shape(&forward, shape), CONVJIT_OK) << convjit_last_error();
+  EXPECT_EQ(std::vector<int64_t>(shape, shape + 4), (std::vector<int64_t>{2, 4, 2, 6}));
+
+  strides = {2, 1, 1, 1};
+  expect_status(convjit_infer_output_shape(&forward, shape), CONVJIT_UNIMPLEMENTED,
+                "strides in the batch and depth dimensions");
+  s.out_backprop[1] = 4;  // not what SAME with stride 2 gives for 6 rows
+  expect_status(convjit_infer_output_shape(&s.desc, shape), CONVJIT_INVALID_ARGUMENT,
+                "Conv2DBackpropInput");
+  expect_status(convjit_infer_output_shape(nullptr, shape), CONVJIT_INVALID_ARGUMENT, "non-NULL");
+  expect_status(convjit_infer_output_shape(&s.desc, nullptr), CONVJIT_INVALID_ARGUMENT, "non-NULL");
+}
+
 }  // namespace

@@ -1,0 +1,1 @@
+"""Native parts of the framework adapters (sources built on first use) and their build."""

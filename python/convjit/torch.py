@@ -1,0 +1,356 @@
+"""convjit in PyTorch: the six ops as ``torch.library`` custom ops, autograd, and ``Conv2d``.
+
+``import convjit.torch`` registers the ops under the ``convjit`` namespace::
+
+    torch.ops.convjit.conv2d(input, filter, strides, padding, explicit_paddings, data_format,
+                             dilations)
+    torch.ops.convjit.conv2d_backprop_input(input_sizes, filter, out_backprop, ...)
+    torch.ops.convjit.conv2d_backprop_filter(input, filter_sizes, out_backprop, ...)
+    torch.ops.convjit.depthwise_conv2d_native(...), ..._backprop_input(...), ..._backprop_filter(...)
+
+with TensorFlow's semantics (filters HWIO, ``data_format`` "NHWC" or "NCHW"). The functions of
+this module (``convjit.torch.conv2d`` ...) call them with TensorFlow's argument names and
+defaults. Each op has a fake (meta) kernel, so ``torch.compile`` traces it without running it,
+and ``conv2d`` / ``depthwise_conv2d_native`` are differentiable: their backward runs convjit's
+gradient ops. ``Conv2d`` is a drop-in for ``torch.nn.Conv2d`` (NCHW, OIHW weights, the same
+constructor arguments and state_dict).
+
+Threads: PyTorch's intra-op pool (``at::parallel_for``) is not reachable from Python, so a
+CPU kernel runs on convjit's pool sized to ``torch.get_num_threads()`` (compiled for that
+count, so ``torch.set_num_threads`` is followed). The calling thread waits for the kernel, so
+PyTorch's own pool is idle meanwhile: the two pools never compete. CUDA tensors compile for
+``cuda:N`` and run on PyTorch's current stream when convjit's CUDA backend is built.
+
+Errors are ``RuntimeError`` with convjit's (TensorFlow's) message.
+"""
+
+import atexit
+import threading
+
+import torch
+
+from . import _convjit
+from . import _ops
+
+__all__ = [
+    "Conv2d",
+    "conv2d",
+    "conv2d_backprop_filter",
+    "conv2d_backprop_input",
+    "depthwise_conv2d_native",
+    "depthwise_conv2d_native_backprop_filter",
+    "depthwise_conv2d_native_backprop_input",
+]
+
+_TF_NAMES = {
+    "conv2d": "Conv2D",
+    "conv2d_backprop_input": "Conv2DBackpropInput",
+    "conv2d_backprop_filter": "Conv2DBackpropFilter",
+    "depthwise_conv2d_native": "DepthwiseConv2dNative",
+    "depthwise_conv2d_native_backprop_input": "DepthwiseConv2dNativeBackpropInput",
+    "depthwise_conv2d_native_backprop_filter": "DepthwiseConv2dNativeBackpropFilter",
+}
+
+# ---- running one op: a compiled kernel per op instance, written into a tensor torch allocates
+
+_kernels = {}
+_kernels_lock = threading.Lock()
+_KERNELS_CAPACITY = 1024  # convjit's own memory and disk caches keep the code past this
+# The ops live as long as torch's registry, past the module's teardown: the kernels go first.
+atexit.register(_kernels.clear)
+
+
+def _kernel(op, dtype, device, sizes, a_shape, b_shape, attrs):
+    threads = torch.get_num_threads() if device == "cpu" else 0
+    key = (op, dtype, device, threads, sizes, a_shape, b_shape, attrs)
+    kernel = _kernels.get(key)
+    if kernel is not None:
+        return kernel
+    strides, padding, explicit_paddings, data_format, dilations = attrs
+    shapes = {}
+    if "backprop_input" in op:
+        shapes = dict(input_sizes=sizes, filter=a_shape, out_backprop=b_shape)
+    elif "backprop_filter" in op:
+        shapes = dict(input=a_shape, filter_sizes=sizes, out_backprop=b_shape)
+    else:
+        shapes = dict(input=a_shape, filter=b_shape)
+    kernel = _ops.compile(op, dtype=dtype, device=device, num_threads=threads, strides=strides,
+                          padding=padding, explicit_paddings=explicit_paddings,
+                          data_format=data_format, dilations=dilations, **shapes)
+    kernel = (kernel, kernel.operand_shapes[2])
+    with _kernels_lock:
+        if len(_kernels) >= _KERNELS_CAPACITY:
+            _kernels.clear()
+        _kernels[key] = kernel
+    return kernel
+
+
+def _device_name(t):
+    if t.device.type == "cpu":
+        return "cpu"
+    if t.device.type == "cuda":
+        return "cuda:%d" % (t.device.index if t.device.index is not None else torch.cuda.current_device())
+    raise RuntimeError("convjit runs CPU and CUDA tensors, but got a tensor on %s" % t.device)
+
+
+def _run(op, sizes, a, b, strides, padding, explicit_paddings, data_format, dilations):
+    tf_op = _TF_NAMES[op]
+    if a.dtype != b.dtype:
+        raise RuntimeError("%s: the operands have dtypes %s and %s; they must match" %
+                           (tf_op, a.dtype, b.dtype))
+    if a.device != b.device:
+        raise RuntimeError("%s: the operands are on %s and %s; they must be on one device" %
+                           (tf_op, a.device, b.device))
+    attrs = (tuple(strides), padding, tuple(explicit_paddings), data_format, tuple(dilations))
+    a = a.detach().contiguous()
+    b = b.detach().contiguous()
+    try:
+        device = _device_name(a)
+        kernel, out_shape = _kernel(op, a.dtype, device, None if sizes is None else tuple(sizes),
+                         tuple(a.shape), tuple(b.shape), attrs)
+        out = torch.empty(out_shape, dtype=a.dtype, device=a.device)
+        kernel.run(a, b, out=out)
+    except _convjit.Error as e:
+        raise RuntimeError(str(e)) from None
+    return out
+
+
+def _forward_shape(tf_op, input, filter, strides, padding, explicit_paddings, data_format,
+                   dilations):
+    """The forward ops' result shape (TensorFlow's rule) for the fake kernels."""
+    if input.dim() != 4 or filter.dim() != 4:
+        raise RuntimeError("%s: input and filter must be 4-D, but got shapes %s and %s" %
+                           (tf_op, list(input.shape), list(filter.shape)))
+    return _ops._output_shape(tf_op, tuple(input.shape), tuple(filter.shape), tuple(strides),
+                              padding, tuple(explicit_paddings), data_format, tuple(dilations))
+
+
+# ---- the custom ops
+
+_ATTRS_SCHEMA = ("int[] strides, str padding, int[] explicit_paddings, str data_format, "
+                 "int[] dilations")
+
+
+def _define_forward(name):
+    tf_op = _TF_NAMES[name]
+
+    @torch.library.custom_op("convjit::" + name, mutates_args=(),
+                             schema="(Tensor input, Tensor filter, %s) -> Tensor" % _ATTRS_SCHEMA)
+    def op(input, filter, strides, padding, explicit_paddings, data_format, dilations):
+        return _run(name, None, input, filter, strides, padding, explicit_paddings, data_format,
+                    dilations)
+
+    @op.register_fake
+    def _(input, filter, strides, padding, explicit_paddings, data_format, dilations):
+        shape = _forward_shape(tf_op, input, filter, strides, padding, explicit_paddings,
+                               data_format, dilations)
+        return input.new_empty(shape)
+
+    return op
+
+
+def _define_backprop_input(name):
+    @torch.library.custom_op(
+        "convjit::" + name, mutates_args=(),
+        schema="(int[] input_sizes, Tensor filter, Tensor out_backprop, %s) -> Tensor" %
+        _ATTRS_SCHEMA)
+    def op(input_sizes, filter, out_backprop, strides, padding, explicit_paddings, data_format,
+           dilations):
+        return _run(name, input_sizes, filter, out_backprop, strides, padding, explicit_paddings,
+                    data_format, dilations)
+
+    @op.register_fake
+    def _(input_sizes, filter, out_backprop, strides, padding, explicit_paddings, data_format,
+          dilations):
+        return out_backprop.new_empty(list(input_sizes))
+
+    return op
+
+
+def _define_backprop_filter(name):
+    @torch.library.custom_op(
+        "convjit::" + name, mutates_args=(),
+        schema="(Tensor input, int[] filter_sizes, Tensor out_backprop, %s) -> Tensor" %
+        _ATTRS_SCHEMA)
+    def op(input, filter_sizes, out_backprop, strides, padding, explicit_paddings, data_format,
+           dilations):
+        return _run(name, filter_sizes, input, out_backprop, strides, padding, explicit_paddings,
+                    data_format, dilations)
+
+    @op.register_fake
+    def _(input, filter_sizes, out_backprop, strides, padding, explicit_paddings, data_format,
+          dilations):
+        return input.new_empty(list(filter_sizes))
+
+    return op
+
+
+_conv2d_op = _define_forward("conv2d")
+_depthwise_op = _define_forward("depthwise_conv2d_native")
+_conv2d_input_op = _define_backprop_input("conv2d_backprop_input")
+_depthwise_input_op = _define_backprop_input("depthwise_conv2d_native_backprop_input")
+_conv2d_filter_op = _define_backprop_filter("conv2d_backprop_filter")
+_depthwise_filter_op = _define_backprop_filter("depthwise_conv2d_native_backprop_filter")
+
+
+# ---- autograd: the forward ops' backward runs convjit's gradient ops
+
+def _setup_context(ctx, inputs, output):
+    input, filter = inputs[0], inputs[1]
+    ctx.attrs = tuple(inputs[2:])
+    ctx.input_shape = list(input.shape)
+    ctx.filter_shape = list(filter.shape)
+    ctx.save_for_backward(input, filter)
+
+
+def _make_backward(input_op, filter_op):
+    def backward(ctx, grad):
+        input, filter = ctx.saved_tensors
+        grad = grad.contiguous()
+        d_input = d_filter = None
+        if ctx.needs_input_grad[0]:
+            d_input = input_op(ctx.input_shape, filter, grad, *ctx.attrs)
+        if ctx.needs_input_grad[1]:
+            d_filter = filter_op(input, ctx.filter_shape, grad, *ctx.attrs)
+        return d_input, d_filter, None, None, None, None, None
+
+    return backward
+
+
+_conv2d_op.register_autograd(_make_backward(_conv2d_input_op, _conv2d_filter_op),
+                             setup_context=_setup_context)
+_depthwise_op.register_autograd(_make_backward(_depthwise_input_op, _depthwise_filter_op),
+                                setup_context=_setup_context)
+
+
+# ---- TensorFlow's signatures
+
+def _ints(values):
+    return [int(v) for v in values]
+
+
+def conv2d(input, filter, strides, padding, explicit_paddings=(), data_format="NHWC",
+           dilations=(1, 1, 1, 1)):
+    """tf.raw_ops.Conv2D on torch tensors (filter HWIO); differentiable."""
+    return _conv2d_op(input, filter, _ints(strides), padding, _ints(explicit_paddings),
+                      data_format, _ints(dilations))
+
+
+def depthwise_conv2d_native(input, filter, strides, padding, explicit_paddings=(),
+                            data_format="NHWC", dilations=(1, 1, 1, 1)):
+    """tf.raw_ops.DepthwiseConv2dNative on torch tensors (filter [h, w, in, multiplier]);
+    differentiable."""
+    return _depthwise_op(input, filter, _ints(strides), padding, _ints(explicit_paddings),
+                         data_format, _ints(dilations))
+
+
+def conv2d_backprop_input(input_sizes, filter, out_backprop, strides, padding,
+                          explicit_paddings=(), data_format="NHWC", dilations=(1, 1, 1, 1)):
+    """tf.raw_ops.Conv2DBackpropInput on torch tensors."""
+    return _conv2d_input_op(_ints(input_sizes), filter, out_backprop, _ints(strides), padding,
+                            _ints(explicit_paddings), data_format, _ints(dilations))
+
+
+def conv2d_backprop_filter(input, filter_sizes, out_backprop, strides, padding,
+                           explicit_paddings=(), data_format="NHWC", dilations=(1, 1, 1, 1)):
+    """tf.raw_ops.Conv2DBackpropFilter on torch tensors."""
+    return _conv2d_filter_op(input, _ints(filter_sizes), out_backprop, _ints(strides), padding,
+                             _ints(explicit_paddings), data_format, _ints(dilations))
+
+
+def depthwise_conv2d_native_backprop_input(input_sizes, filter, out_backprop, strides, padding,
+                                           explicit_paddings=(), data_format="NHWC",
+                                           dilations=(1, 1, 1, 1)):
+    """tf.raw_ops.DepthwiseConv2dNativeBackpropInput on torch tensors."""
+    return _depthwise_input_op(_ints(input_sizes), filter, out_backprop, _ints(strides), padding,
+                               _ints(explicit_paddings), data_format, _ints(dilations))
+
+
+def depthwise_conv2d_native_backprop_filter(input, filter_sizes, out_backprop, strides, padding,
+                                            explicit_paddings=(), data_format="NHWC",
+                                            dilations=(1, 1, 1, 1)):
+    """tf.raw_ops.DepthwiseConv2dNativeBackpropFilter on torch tensors."""
+    return _depthwise_filter_op(input, _ints(filter_sizes), out_backprop, _ints(strides), padding,
+                                _ints(explicit_paddings), data_format, _ints(dilations))
+
+
+# ---- torch.nn.Conv2d
+
+def _pair(v, name):
+    if isinstance(v, int):
+        return (v, v)
+    v = tuple(int(x) for x in v)
+    if len(v) != 2:
+        raise ValueError("%s must be an int or a pair of ints, but got %r" % (name, v))
+    return v
+
+
+class Conv2d(torch.nn.Conv2d):
+    """A drop-in for ``torch.nn.Conv2d`` whose convolution and its gradients run through convjit.
+
+    Same constructor, parameters (weight OIHW, bias) and state_dict as ``torch.nn.Conv2d``;
+    NCHW input by default as PyTorch, or ``data_format="NHWC"`` for channels-last tensors laid
+    out [N, H, W, C]. ``groups`` equal to in_channels with out_channels a multiple of it runs
+    ``DepthwiseConv2dNative``, other groups the grouped ``Conv2D``. Padding modes other than
+    "zeros" pad with ``torch.nn.functional.pad`` first.
+    """
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None,
+                 data_format="NCHW"):
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
+                         dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
+                         device=device, dtype=dtype)
+        if data_format not in ("NCHW", "NHWC"):
+            raise ValueError("data_format must be 'NCHW' or 'NHWC', but got %r" % (data_format,))
+        self.data_format = data_format
+
+    def extra_repr(self):
+        return super().extra_repr() + ", data_format=%s" % self.data_format
+
+    def _tf_attrs(self):
+        sh, sw = self.stride
+        dh, dw = self.dilation
+        if self.data_format == "NCHW":
+            strides, dilations = [1, 1, sh, sw], [1, 1, dh, dw]
+        else:
+            strides, dilations = [1, sh, sw, 1], [1, dh, dw, 1]
+        if self.padding_mode != "zeros":
+            return strides, "VALID", [], dilations
+        if isinstance(self.padding, str):
+            if self.padding == "valid":
+                return strides, "VALID", [], dilations
+            # torch's "same" (stride 1): the extra row or column of an even window goes after,
+            # as TensorFlow's SAME puts it.
+            return strides, "SAME", [], dilations
+        ph, pw = self.padding
+        if self.data_format == "NCHW":
+            explicit = [0, 0, 0, 0, ph, ph, pw, pw]
+        else:
+            explicit = [0, 0, ph, ph, pw, pw, 0, 0]
+        return strides, "EXPLICIT", explicit, dilations
+
+    def forward(self, input):
+        if self.padding_mode != "zeros":
+            if self.data_format == "NHWC":
+                input = input.permute(0, 3, 1, 2)
+            input = torch.nn.functional.pad(input, self._reversed_padding_repeated_twice,
+                                            mode=self.padding_mode)
+            if self.data_format == "NHWC":
+                input = input.permute(0, 2, 3, 1)
+        strides, padding, explicit, dilations = self._tf_attrs()
+        depthwise = self.groups > 1 and self.groups == self.in_channels
+        if depthwise:
+            # OIHW with O = in * multiplier, I = 1 -> [h, w, in, multiplier]
+            multiplier = self.out_channels // self.in_channels
+            filter = self.weight.reshape(self.in_channels, multiplier, *self.kernel_size)
+            filter = filter.permute(2, 3, 0, 1).contiguous()
+            y = _depthwise_op(input, filter, strides, padding, explicit, self.data_format,
+                              dilations)
+        else:
+            filter = self.weight.permute(2, 3, 1, 0).contiguous()  # OIHW -> HWIO
+            y = _conv2d_op(input, filter, strides, padding, explicit, self.data_format, dilations)
+        if self.bias is not None:
+            shape = (1, -1, 1, 1) if self.data_format == "NCHW" else (1, 1, 1, -1)
+            y = y + self.bias.reshape(shape)
+        return y
