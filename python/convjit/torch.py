@@ -290,7 +290,8 @@ class Conv2d(torch.nn.Conv2d):
 
     Same constructor, parameters (weight OIHW, bias) and state_dict as ``torch.nn.Conv2d``;
     NCHW input by default as PyTorch, or ``data_format="NHWC"`` for channels-last tensors laid
-    out [N, H, W, C]. ``groups`` equal to in_channels with out_channels a multiple of it runs
+    out [N, H, W, C]. Either way the ops run on channels-last memory (convjit's fastest
+    layout); an NCHW result comes back in the input's memory format. ``groups`` equal to in_channels with out_channels a multiple of it runs
     ``DepthwiseConv2dNative``, other groups the grouped ``Conv2D``. Padding modes other than
     "zeros" pad with ``torch.nn.functional.pad`` first.
     """
@@ -309,12 +310,10 @@ class Conv2d(torch.nn.Conv2d):
         return super().extra_repr() + ", data_format=%s" % self.data_format
 
     def _tf_attrs(self):
+        """Strides, padding, explicit paddings and dilations for NHWC operands."""
         sh, sw = self.stride
         dh, dw = self.dilation
-        if self.data_format == "NCHW":
-            strides, dilations = [1, 1, sh, sw], [1, 1, dh, dw]
-        else:
-            strides, dilations = [1, sh, sw, 1], [1, dh, dw, 1]
+        strides, dilations = [1, sh, sw, 1], [1, dh, dw, 1]
         if self.padding_mode != "zeros":
             return strides, "VALID", [], dilations
         if isinstance(self.padding, str):
@@ -324,20 +323,22 @@ class Conv2d(torch.nn.Conv2d):
             # as TensorFlow's SAME puts it.
             return strides, "SAME", [], dilations
         ph, pw = self.padding
-        if self.data_format == "NCHW":
-            explicit = [0, 0, 0, 0, ph, ph, pw, pw]
-        else:
-            explicit = [0, 0, ph, ph, pw, pw, 0, 0]
-        return strides, "EXPLICIT", explicit, dilations
+        return strides, "EXPLICIT", [0, 0, ph, ph, pw, pw, 0, 0], dilations
 
     def forward(self, input):
+        # The ops always run channels-last (NHWC), convjit's fastest layout: an NCHW module
+        # works on the NHWC view of its input (free for a channels_last tensor, one transposing
+        # copy otherwise) and returns its result in the input's memory format, as
+        # torch.nn.Conv2d does.
+        nchw = self.data_format == "NCHW"
+        channels_last_in = nchw and input.dim() == 4 and input.is_contiguous(
+            memory_format=torch.channels_last)
+        x = input.permute(0, 2, 3, 1) if nchw else input
         if self.padding_mode != "zeros":
-            if self.data_format == "NHWC":
-                input = input.permute(0, 3, 1, 2)
-            input = torch.nn.functional.pad(input, self._reversed_padding_repeated_twice,
-                                            mode=self.padding_mode)
-            if self.data_format == "NHWC":
-                input = input.permute(0, 2, 3, 1)
+            padded = torch.nn.functional.pad(x.permute(0, 3, 1, 2),
+                                             self._reversed_padding_repeated_twice,
+                                             mode=self.padding_mode)
+            x = padded.permute(0, 2, 3, 1)
         strides, padding, explicit, dilations = self._tf_attrs()
         depthwise = self.groups > 1 and self.groups == self.in_channels
         if depthwise:
@@ -345,12 +346,13 @@ class Conv2d(torch.nn.Conv2d):
             multiplier = self.out_channels // self.in_channels
             filter = self.weight.reshape(self.in_channels, multiplier, *self.kernel_size)
             filter = filter.permute(2, 3, 0, 1).contiguous()
-            y = _depthwise_op(input, filter, strides, padding, explicit, self.data_format,
-                              dilations)
+            y = _depthwise_op(x, filter, strides, padding, explicit, "NHWC", dilations)
         else:
             filter = self.weight.permute(2, 3, 1, 0).contiguous()  # OIHW -> HWIO
-            y = _conv2d_op(input, filter, strides, padding, explicit, self.data_format, dilations)
+            y = _conv2d_op(x, filter, strides, padding, explicit, "NHWC", dilations)
         if self.bias is not None:
-            shape = (1, -1, 1, 1) if self.data_format == "NCHW" else (1, 1, 1, -1)
-            y = y + self.bias.reshape(shape)
-        return y
+            y = y + self.bias.reshape(1, 1, 1, -1)
+        if not nchw:
+            return y
+        y = y.permute(0, 3, 1, 2)
+        return y if channels_last_in else y.contiguous()
