@@ -330,8 +330,13 @@ class Conv2d(torch.nn.Conv2d):
         # works on the NHWC view of its input (free for a channels_last tensor, one transposing
         # copy otherwise) and returns its result in the input's memory format, as
         # torch.nn.Conv2d does.
+        if input.dim() == 3:  # unbatched, as torch.nn.Conv2d takes it
+            return self.forward(input.unsqueeze(0)).squeeze(0)
+        if input.dim() != 4:
+            raise RuntimeError("Conv2d: expected a 3-D (unbatched) or 4-D input, but got shape %s"
+                               % (list(input.shape),))
         nchw = self.data_format == "NCHW"
-        channels_last_in = nchw and input.dim() == 4 and input.is_contiguous(
+        channels_last_in = nchw and input.is_contiguous(
             memory_format=torch.channels_last)
         x = input.permute(0, 2, 3, 1) if nchw else input
         if self.padding_mode != "zeros":

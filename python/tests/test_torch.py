@@ -190,6 +190,24 @@ def test_conv2d_module_channels_last():
         ct.Conv2d(3, 4, 3, data_format="NCWH")
 
 
+def test_conv2d_module_keeps_the_memory_format_and_takes_unbatched_input():
+    torch.manual_seed(2)
+    ours = ct.Conv2d(3, 4, 3, padding=1)
+    theirs = torch.nn.Conv2d(3, 4, 3, padding=1)
+    theirs.load_state_dict(ours.state_dict())
+    x = torch.randn(2, 3, 7, 6)
+    y = ours(x)
+    assert y.is_contiguous()
+    _close(y, theirs(x), "float32")
+    x_cl = x.contiguous(memory_format=torch.channels_last)
+    y_cl = ours(x_cl)
+    assert y_cl.is_contiguous(memory_format=torch.channels_last)
+    _close(y_cl, theirs(x), "float32")
+    _close(ours(x[0]), theirs(x[0]), "float32")
+    with pytest.raises(RuntimeError, match="3-D .* or 4-D input"):
+        ours(torch.randn(3, 7))
+
+
 def test_errors_are_runtime_errors_with_convjit_message():
     x = torch.randn(1, 5, 5, 2)
     with pytest.raises(RuntimeError, match="strides in the batch and depth dimensions"):
