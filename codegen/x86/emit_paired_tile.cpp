@@ -80,6 +80,9 @@ void Emitter::emit_paired_tile(const ir::Tile& t) {
       auto k_step = [&](std::int64_t u) {
         Label skip;
         bool any_guard = false;
+        // The tail's mask is set before the guards: a step whose guard fails jumps past
+        // everything below, and the stores after the reduction rely on k1 holding it.
+        if (v0 + nvg == nv && tail < vl) set_mask(tail);
         for (const ir::Guard& g : t.guards) {
           emit_guard_check(g, -1, 0, cur.inner_var, u * cur.inner_step, skip);
           any_guard = true;

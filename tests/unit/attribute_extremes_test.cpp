@@ -167,6 +167,34 @@ TEST(AttributeExtremesSplit, ResidueSplitMakesOnePartPerResidueReached) {
   }
 }
 
+// Each run of residues without taps makes one shared part: at stride 128 with a 16-tap window
+// of dilation 8, the taps reach residues 0, 8, ..., 120 only, leaving 15 runs (1..7, 9..15,
+// ...) per dimension, each with a new loop variable. (The split once kept a reference to a
+// variable's name across those, dangling when the name table grew: the fuzz corpus input
+// residue_runs_rename replays the case that showed it under AddressSanitizer.)
+TEST(AttributeExtremesSplit, EachRunOfResiduesWithoutTapsSharesOnePart) {
+  ConvCase c;
+  c.h = c.w = 128;
+  c.kh = c.kw = 16;
+  c.stride_h = c.stride_w = 128;
+  c.dilation_h = c.dilation_w = 8;
+  const Expected<ConvProblem> problem = validate(c.descriptor(OpKind::kConv2DBackpropInput));
+  ASSERT_TRUE(problem.has_value()) << problem.status().message();
+  const std::string text = ir::print(ir::stride_residue_split(ir::lower(problem.value())));
+  SCOPED_TRACE(text);
+  auto count = [&](const std::string& what) {
+    std::size_t n = 0;
+    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  for (int run = 0; run < 15; ++run) {
+    const std::string label = fmt::format("residues {}..{}, no taps", 8 * run + 1, 8 * run + 7);
+    EXPECT_GE(count(label), 2u) << label;
+  }
+}
+
 // Residues no tap reaches share one part: an 8x8 input gradient at stride 8 with a 1x1 filter
 // is residue 0 of ih (residue 0 of iw, then iw's residues 1..7 together) and ih's residues
 // 1..7 together, not 64 parts.

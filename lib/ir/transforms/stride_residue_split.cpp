@@ -196,7 +196,8 @@ class ResidueSplit {
   // 600 MB to compile a 256x256 input gradient at stride 256).
   void group_zero_parts(const Loop& l, std::int64_t d, VarId q, std::vector<Part> parts,
                         std::vector<Stmt>* out) {
-    const std::string& name = nest_.var_names[static_cast<std::size_t>(l.var)];
+    // A copy: new_var below grows var_names, which would leave a reference dangling.
+    const std::string name = nest_.var_names[static_cast<std::size_t>(l.var)];
     for (std::size_t i = 0; i < parts.size();) {
       std::size_t j = i + 1;
       if (parts[i].zeros) {
