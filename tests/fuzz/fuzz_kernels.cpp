@@ -8,10 +8,11 @@
 // valid descriptor or fault prints the descriptor and aborts, so libFuzzer keeps the input.
 //
 // CONVJIT_FUZZ_STRICT_NAN (environment, 0 or 1; default from the CMake option of the same
-// name): when 0, an input-gradient kernel whose filter or out_backprop holds Inf or NaN may
-// give NaN where the reference does not (a known issue: padding taps multiplied as zeros,
-// 0 x Inf = NaN, with Inf/NaN in the filter or in dy); such runs are counted and reported at
-// exit instead of failing. Every other check, and every other op, stays strict.
+// name, on): when 0, an input-gradient kernel whose filter or out_backprop holds Inf or NaN may
+// give NaN where the reference does not (padding taps multiplied as zeros, 0 x Inf = NaN,
+// which the schedules no longer do; the seed corpus keeps the inputs that once showed it);
+// such runs are counted and reported at exit instead of failing. Every other check, and
+// every other op, stays strict.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <atomic>
