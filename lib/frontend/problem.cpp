@@ -26,20 +26,40 @@ std::array<std::int64_t, 4> ConvProblem::shape(TensorRole role) const {
   return {n, h, w, c};
 }
 
+namespace {
+
+// a * b, where validation guarantees that a tensor's element count fits in int64: exact for a
+// non-empty tensor (every partial product of its dims fits), and 0 on overflow, which only an
+// empty tensor's other dims can cause (an input of [1, 2^62, 2, 0] is valid and holds nothing).
+std::int64_t dim_product(std::int64_t a, std::int64_t b) {
+  std::int64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? 0 : product;
+}
+
+}  // namespace
+
 std::array<std::int64_t, 4> ConvProblem::strides(TensorRole role) const {
-  if (role == TensorRole::kW) return {kw * filter_in * oc, filter_in * oc, oc, 1};
+  if (role == TensorRole::kW) {
+    const std::int64_t io = dim_product(filter_in, oc);
+    return {dim_product(kw, io), io, oc, 1};
+  }
   const bool is_x = role == TensorRole::kX;
   const std::int64_t h = is_x ? ih : oh;
   const std::int64_t w = is_x ? iw : ow;
   const std::int64_t c = is_x ? ic : oc;
   // Logical order {n, h, w, c} whatever the memory order.
-  if (format == DataFormat::kNCHW) return {c * h * w, w, 1, h * w};
-  return {h * w * c, w * c, c, 1};
+  if (format == DataFormat::kNCHW) {
+    const std::int64_t hw = dim_product(h, w);
+    return {dim_product(c, hw), w, 1, hw};
+  }
+  const std::int64_t wc = dim_product(w, c);
+  return {dim_product(h, wc), wc, c, 1};
 }
 
 std::int64_t ConvProblem::elements(TensorRole role) const {
-  // Validation guarantees these products fit in int64.
   const auto s = shape(role);
+  if (s[0] == 0 || s[1] == 0 || s[2] == 0 || s[3] == 0) return 0;
+  // Validation guarantees a non-empty tensor's element count fits in int64.
   return s[0] * s[1] * s[2] * s[3];
 }
 
