@@ -18,6 +18,7 @@
 #include "convjit/numeric.hpp"
 #include "convjit/convjit.hpp"
 #include "runtime/disk_cache/archive.hpp"
+#include "runtime/disk_cache/cache_stats.hpp"
 #include "runtime/disk_cache/disk_cache.hpp"
 #include "runtime/disk_cache/location.hpp"
 #include "tools/cache_entry_check.hpp"
@@ -294,84 +295,43 @@ int show_entry(std::string_view prefix, const ParsedFlags& flags, const Io& io, 
 
 // ---- stats
 
-double percentile(std::vector<double> values, double p) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  double rank = p / 100.0 * static_cast<double>(values.size() - 1);
-  auto lo = static_cast<std::size_t>(rank);
-  std::size_t hi = std::min(lo + 1, values.size() - 1);
-  return values[lo] + (values[hi] - values[lo]) * (rank - static_cast<double>(lo));
-}
-
-struct Tally {
-  std::size_t entries = 0;
-  std::uint64_t bytes = 0, hits = 0, misses = 0;
-  std::vector<double> compile_ms;
-  void add(const dc::ScannedEntry& e) {
-    ++entries;
-    bytes += e.bytes;
-    hits += e.meta->hits;
-    misses += e.meta->compiles;
-    compile_ms.push_back(e.meta->compile_ms);
-  }
-  Json json() const {
-    double total = 0;
-    for (double v : compile_ms) total += v;
-    return {{"entries", entries}, {"bytes", bytes}, {"hits", hits}, {"misses", misses},
-            {"compile_ms_total", total}, {"compile_ms_p50", percentile(compile_ms, 50)},
-            {"compile_ms_p90", percentile(compile_ms, 90)}, {"compile_ms_p99", percentile(compile_ms, 99)},
-            {"compile_ms_max", compile_ms.empty() ? 0 : *std::max_element(compile_ms.begin(), compile_ms.end())}};
-  }
-};
-
 int stats(const ParsedFlags& flags, const Io& io) {
   int status = kExitOk;
   auto cache = open_cache(io, false, &status);
   if (!cache) return status;
-  dc::Scan scan = cache->scan();
-  Tally all;
-  std::map<std::string, Tally> by_backend, by_op;
-  std::size_t damaged = 0;
-  for (const dc::ScannedEntry& e : scan.entries) {
-    if (!e.meta) { ++damaged; continue; }
-    all.add(e);
-    by_backend[e.meta->backend + " " + e.meta->isa].add(e);
-    by_op[e.meta->op + " " + e.meta->dtype].add(e);
-  }
-  Json j = all.json();
+  const dc::Scan scan = cache->scan();
+  Json j = dc::stats_json(scan);
   j["directory"] = cache->dir().string();
-  j["bytes_on_disk"] = scan.total_bytes;
   j["max_bytes"] = cache->options().max_bytes;
-  j["damaged_metadata"] = damaged;
-  for (const auto& [name, t] : by_backend) j["by_backend"][name] = t.json();
-  for (const auto& [name, t] : by_op) j["by_op"][name] = t.json();
   if (flags.has("json")) {
     fmt::print(io.out, "{}\n", j.dump(2));
     return kExitOk;
   }
   fmt::print(io.out, "directory   {}\n", cache->dir().string());
-  fmt::print(io.out, "entries     {} ({} with damaged metadata)\n", all.entries + damaged, damaged);
+  const std::size_t damaged = j["damaged_metadata"].get<std::size_t>();
+  fmt::print(io.out, "entries     {} ({} with damaged metadata)\n",
+             j["entries"].get<std::size_t>() + damaged, damaged);
   fmt::print(io.out, "size        {} of {} allowed\n", human_bytes(scan.total_bytes),
              cache->options().max_bytes ? human_bytes(cache->options().max_bytes) : "unlimited");
-  fmt::print(io.out, "hits        {} (disk hits recorded; racing processes may drop a few)\n", all.hits);
-  fmt::print(io.out, "misses      {} (compilations stored)\n", all.misses);
-  Json a = all.json();
+  fmt::print(io.out, "hits        {} (disk hits recorded; racing processes may drop a few)\n",
+             j["hits"].get<std::uint64_t>());
+  fmt::print(io.out, "misses      {} (compilations stored)\n", j["misses"].get<std::uint64_t>());
   fmt::print(io.out, "compile ms  total {:.1f}, p50 {:.2f}, p90 {:.2f}, p99 {:.2f}, max {:.2f}\n",
-             a["compile_ms_total"].get<double>(), a["compile_ms_p50"].get<double>(),
-             a["compile_ms_p90"].get<double>(), a["compile_ms_p99"].get<double>(),
-             a["compile_ms_max"].get<double>());
-  auto table = [&](std::string_view title, const std::map<std::string, Tally>& rows) {
-    fmt::print(io.out, "\n{:<44}  {:>7}  {:>10}  {:>6}  {:>6}  {:>10}  {:>9}\n", title, "ENTRIES", "SIZE",
-               "HITS", "MISSES", "COMPILE", "P50");
-    for (const auto& [name, t] : rows) {
-      Json tj = t.json();
-      fmt::print(io.out, "{:<44}  {:>7}  {:>10}  {:>6}  {:>6}  {:>7.1f} ms  {:>6.2f} ms\n", name, t.entries,
-                 human_bytes(t.bytes), t.hits, t.misses, tj["compile_ms_total"].get<double>(),
-                 tj["compile_ms_p50"].get<double>());
+             j["compile_ms_total"].get<double>(), j["compile_ms_p50"].get<double>(),
+             j["compile_ms_p90"].get<double>(), j["compile_ms_p99"].get<double>(),
+             j["compile_ms_max"].get<double>());
+  auto table = [&](std::string_view title, const Json& rows) {
+    fmt::print(io.out, "\n{:<44}  {:>7}  {:>10}  {:>6}  {:>6}  {:>10}  {:>9}\n", title, "ENTRIES",
+               "SIZE", "HITS", "MISSES", "COMPILE", "P50");
+    for (const auto& [name, t] : rows.items()) {
+      fmt::print(io.out, "{:<44}  {:>7}  {:>10}  {:>6}  {:>6}  {:>7.1f} ms  {:>6.2f} ms\n", name,
+                 t["entries"].get<std::size_t>(), human_bytes(t["bytes"].get<std::uint64_t>()),
+                 t["hits"].get<std::uint64_t>(), t["misses"].get<std::uint64_t>(),
+                 t["compile_ms_total"].get<double>(), t["compile_ms_p50"].get<double>());
     }
   };
-  table("BACKEND TARGET", by_backend);
-  table("OP DTYPE", by_op);
+  table("BACKEND TARGET", j["by_backend"]);
+  table("OP DTYPE", j["by_op"]);
   return kExitOk;
 }
 
