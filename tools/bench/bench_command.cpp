@@ -334,26 +334,13 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
     }
   }
 
-  switch (opt.format) {
-    case OutputFormat::kTable:
-      fmt::print(out, "\n{}", summary(records, peer_columns));
-      break;
-    case OutputFormat::kCsv:
-      print_csv(out, records);
-      break;
-    case OutputFormat::kJson:
-      print_json(out, records, host, command);
-      break;
-  }
-  if (!opt.markdown_path.empty()) {
-    std::ofstream md(opt.markdown_path);
-    print_markdown(md, records, peer_columns, fmt::format("`{}`; {}.", command, host));
-    if (!md) {
-      fmt::print(err, "convjit bench: cannot write {}\n", opt.markdown_path);
-      return cli::kExitFailure;
-    }
-  }
-  return all_ok ? cli::kExitOk : cli::kExitFailure;
+  return finish_report(
+      out, err, opt.format, opt.markdown_path, records, peer_columns, /*gpu_columns=*/false, host,
+      command,
+      [&](std::ostream& md, const std::string& note) {
+        print_markdown(md, records, peer_columns, note);
+      },
+      all_ok);
 }
 
 }  // namespace convjit::bench

@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <tuple>
+
+#include "tools/cli_args.hpp"
 
 namespace convjit::bench {
 namespace {
@@ -225,6 +228,27 @@ void print_markdown(std::ostream& out, const std::vector<Record>& records,
     fmt::print(out, "{}\n", line);
   }
   fmt::print(out, "\n{}\n\n```\n{}```\n", note, summary(records, peer_columns));
+}
+
+int finish_report(std::ostream& out, std::ostream& err, OutputFormat format,
+                  const std::string& markdown_path, const std::vector<Record>& records,
+                  const std::vector<std::string>& peer_columns, bool gpu_columns,
+                  const std::string& host, const std::string& command,
+                  const MarkdownPrinter& markdown, bool all_ok) {
+  switch (format) {
+    case OutputFormat::kTable: fmt::print(out, "\n{}", summary(records, peer_columns)); break;
+    case OutputFormat::kCsv: print_csv(out, records, gpu_columns); break;
+    case OutputFormat::kJson: print_json(out, records, host, command); break;
+  }
+  if (!markdown_path.empty()) {
+    std::ofstream md(markdown_path);
+    markdown(md, fmt::format("`{}`; {}.", command, host));
+    if (!md) {
+      fmt::print(err, "convjit bench: cannot write {}\n", markdown_path);
+      return cli::kExitFailure;
+    }
+  }
+  return all_ok ? cli::kExitOk : cli::kExitFailure;
 }
 
 }  // namespace convjit::bench

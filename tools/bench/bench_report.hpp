@@ -5,9 +5,12 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "tools/bench/bench_options.hpp"
 
 namespace convjit::bench {
 
@@ -64,5 +67,18 @@ void print_json(std::ostream& out, const std::vector<Record>& records, const std
 /// The table in Markdown (for --markdown).
 void print_markdown(std::ostream& out, const std::vector<Record>& records,
                     const std::vector<std::string>& peer_columns, const std::string& note);
+
+/// Markdown for --markdown: the records and a note (the command and the host) to print.
+using MarkdownPrinter = std::function<void(std::ostream&, const std::string& note)>;
+
+/// What a run prints once every case has run, in `format`: the geometric-mean summary below
+/// the table rows printed so far, or every record as CSV (`gpu_columns` as print_csv) or JSON;
+/// with a `markdown_path`, the Markdown table written there. Returns the exit status: failure
+/// when a case failed (`all_ok` false) or the Markdown file cannot be written (said on `err`).
+int finish_report(std::ostream& out, std::ostream& err, OutputFormat format,
+                  const std::string& markdown_path, const std::vector<Record>& records,
+                  const std::vector<std::string>& peer_columns, bool gpu_columns,
+                  const std::string& host, const std::string& command,
+                  const MarkdownPrinter& markdown, bool all_ok);
 
 }  // namespace convjit::bench

@@ -332,26 +332,13 @@ int run_gpu_bench(const BenchOptions& opt, const std::vector<BenchShape>& shapes
   }
   const std::vector<std::string> peer_columns =
       peer_column.empty() ? std::vector<std::string>{} : std::vector<std::string>{peer_column};
-  switch (opt.format) {
-    case OutputFormat::kTable:
-      fmt::print(out, "\n{}", summary(records, peer_columns));
-      break;
-    case OutputFormat::kCsv:
-      print_csv(out, records, /*gpu_columns=*/true);
-      break;
-    case OutputFormat::kJson:
-      print_json(out, records, host, command);
-      break;
-  }
-  if (!opt.markdown_path.empty()) {
-    std::ofstream md(opt.markdown_path);
-    print_gpu_markdown(md, records, peer_column, fmt::format("`{}`; {}.", command, host));
-    if (!md) {
-      fmt::print(err, "convjit bench: cannot write {}\n", opt.markdown_path);
-      return cli::kExitFailure;
-    }
-  }
-  return all_ok ? cli::kExitOk : cli::kExitFailure;
+  return finish_report(
+      out, err, opt.format, opt.markdown_path, records, peer_columns, /*gpu_columns=*/true, host,
+      command,
+      [&](std::ostream& md, const std::string& note) {
+        print_gpu_markdown(md, records, peer_column, note);
+      },
+      all_ok);
 }
 
 }  // namespace convjit::bench::gpu
