@@ -97,6 +97,33 @@ def ops_for(s):
     return ["dw_bwd_data", "dw_bwd_filter"] if s["depthwise"] else ["bwd_data", "bwd_filter"]
 
 
+def check_common_args(args):
+    """The flags every peer script shares, checked and resolved in place: --dtype into
+    args.dtypes, --min-time-ms into a number, --shapes and --only into args.shapes_list.
+    Raises UsageError."""
+    args.dtypes = []
+    for name in args.dtype.split(","):
+        if name not in DTYPES:
+            raise UsageError(f"--dtype: '{name}' is not a dtype (f32, bf16, f16 or f64)")
+        if DTYPES[name] not in args.dtypes:
+            args.dtypes.append(DTYPES[name])
+    try:
+        args.min_time_ms = float(args.min_time_ms)
+    except ValueError:
+        raise UsageError(f"--min-time-ms: '{args.min_time_ms}' is not a number")
+    if not args.min_time_ms > 0:
+        raise UsageError(f"--min-time-ms: {args.min_time_ms} is not a positive time")
+    shapes = load_shapes(args.shapes)
+    only = [n for n in args.only.split(",") if n] if args.only else []
+    unknown = [n for n in only if n not in {s["name"] for s in shapes}]
+    if unknown:
+        raise UsageError(f"--only: no shape named {', '.join(unknown)} in the file (it has: "
+                         f"{', '.join(s['name'] for s in shapes)})")
+    args.shapes_list = [s for s in shapes if not only or s["name"] in only]
+    if not args.shapes_list:
+        raise UsageError(f"{args.shapes} lists no shapes")
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", required=True, help="the shapes file")
@@ -108,28 +135,8 @@ def parse_args(argv):
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     try:
-        args.dtypes = []
-        for name in args.dtype.split(","):
-            if name not in DTYPES:
-                raise UsageError(f"--dtype: '{name}' is not a dtype (f32, bf16, f16 or f64)")
-            if DTYPES[name] not in args.dtypes:
-                args.dtypes.append(DTYPES[name])
+        check_common_args(args)
         args.thread_counts = [positive_int(t, "--threads") for t in args.threads.split(",")]
-        try:
-            args.min_time_ms = float(args.min_time_ms)
-        except ValueError:
-            raise UsageError(f"--min-time-ms: '{args.min_time_ms}' is not a number")
-        if not args.min_time_ms > 0:
-            raise UsageError(f"--min-time-ms: {args.min_time_ms} is not a positive time")
-        shapes = load_shapes(args.shapes)
-        only = [n for n in args.only.split(",") if n] if args.only else []
-        unknown = [n for n in only if n not in {s["name"] for s in shapes}]
-        if unknown:
-            raise UsageError(f"--only: no shape named {', '.join(unknown)} in the file (it has: "
-                             f"{', '.join(s['name'] for s in shapes)})")
-        args.shapes_list = [s for s in shapes if not only or s["name"] in only]
-        if not args.shapes_list:
-            raise UsageError(f"{args.shapes} lists no shapes")
     except UsageError as e:
         parser.error(str(e))
     return args

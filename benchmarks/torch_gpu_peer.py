@@ -23,7 +23,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tf_peer import DTYPES, FIELDS, UsageError, flops, load_shapes, out_size  # noqa: E402
+from tf_peer import FIELDS, UsageError, check_common_args, flops, out_size  # noqa: E402
 
 
 def parse_args(argv):
@@ -38,29 +38,10 @@ def parse_args(argv):
     parser.add_argument("--min-time-ms", default="200", help="time each case at least this long")
     args = parser.parse_args(argv)
     try:
-        args.dtypes = []
-        for name in args.dtype.split(","):
-            if name not in DTYPES:
-                raise UsageError(f"--dtype: '{name}' is not a dtype (f32, bf16, f16 or f64)")
-            if DTYPES[name] not in args.dtypes:
-                args.dtypes.append(DTYPES[name])
         if args.device != "cuda" and not (args.device.startswith("cuda:")
                                           and args.device[5:].isdigit()):
             raise UsageError(f"--device: '{args.device}' is not cuda or cuda:N")
-        try:
-            args.min_time_ms = float(args.min_time_ms)
-        except ValueError:
-            raise UsageError(f"--min-time-ms: '{args.min_time_ms}' is not a number")
-        if not args.min_time_ms > 0:
-            raise UsageError(f"--min-time-ms: {args.min_time_ms} is not a positive time")
-        shapes = load_shapes(args.shapes)
-        only = [n for n in args.only.split(",") if n] if args.only else []
-        unknown = [n for n in only if n not in {s["name"] for s in shapes}]
-        if unknown:
-            raise UsageError(f"--only: no shape named {', '.join(unknown)} in the file")
-        args.shapes_list = [s for s in shapes if not only or s["name"] in only]
-        if not args.shapes_list:
-            raise UsageError(f"{args.shapes} lists no shapes")
+        check_common_args(args)
     except UsageError as e:
         parser.error(str(e))
     return args
