@@ -176,22 +176,32 @@ std::vector<Record> bench_case(const BenchShape& shape, BenchOp op, DType dtype,
           ? fmt::format("ok vs {}", against)
           : fmt::format("MISMATCH vs {} (max rel error {:.2e})", against, self.max_rel_error);
 
-  // Alternate in short blocks so that drift in clocks or load hits every column alike. A peer's
-  // OpenMP workers keep spinning for milliseconds after a call returns; on a small machine they
-  // would steal cores from the next block, so each peer block ends with a pause long enough
-  // for them to park.
-  const auto park = [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); };
+  // Alternate in short blocks so that drift in clocks or load hits every column alike. Each
+  // block is timed in its implementation's steady state, as in a training loop where the same
+  // kernels run back to back: it starts after an untimed run of the same implementation of at
+  // least kSettleMs. By then the previous implementation's threads have stopped spinning
+  // (OpenMP workers spin for milliseconds after a call returns and would steal cores on a
+  // small machine), and this one's threads are awake and spread over the cores again (a
+  // sleep instead lets a virtual machine's scheduler pack the woken threads onto one core).
+  constexpr double kSettleMs = 20;
+  const auto settle = [](const auto& run) {
+    const auto t0 = Clock::now();
+    do run();
+    while (std::chrono::duration<double, std::milli>(Clock::now() - t0).count() < kSettleMs);
+  };
   const double warm = std::max(1e-3, time_ms(run_convjit));
   const int reps = std::clamp(static_cast<int>(ctx.options.min_time_ms / warm), 6, 120);
   const int block = std::clamp(reps / 6, 1, 10);
   std::vector<double> t_self;
   std::vector<std::vector<double>> t_peer(columns.size());
   for (int done = 0; done < reps; done += block) {
+    settle(run_convjit);
     for (int i = 0; i < block; ++i) t_self.push_back(time_ms(run_convjit));
     for (std::size_t c = 0; c < columns.size(); ++c) {
       if (!columns[c].conv) continue;
-      for (int i = 0; i < block; ++i) t_peer[c].push_back(time_ms([&] { columns[c].conv->run(); }));
-      park();
+      const auto run_peer = [&] { columns[c].conv->run(); };
+      settle(run_peer);
+      for (int i = 0; i < block; ++i) t_peer[c].push_back(time_ms(run_peer));
     }
   }
   self.ms = median(t_self);
