@@ -65,7 +65,9 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   add(plan.deinterleave_multiplier, "deinterleave_multiplier", &deinterleave_multiplier);
   add(plan.channels_last_out_backprop, "channels_last_out_backprop", &channels_last_out_backprop);
   add(plan.widen_depthwise_operands, "widen_depthwise_operands", &widen_depthwise_operands);
-  // Register tiles over the guard-free interior, and bfloat16 pairs in them.
+  // Register tiles over the guard-free interior (the border columns' pixels down H as rows),
+  // and bfloat16 pairs in them.
+  add(plan.border_columns_as_rows, "border_columns_as_rows", &border_columns_as_rows);
   add(true, "register_tile", &register_tile);
   add(plan.pair_output_channels, "pair_reduction", &pair_reduction);
   // The filter gradient's reduction blocked for the caches (it sees the border tiles' final

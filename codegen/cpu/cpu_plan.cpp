@@ -60,6 +60,7 @@ std::string CpuPlan::describe() const {
   flag(pair_output_channels, "pair_output_channels");
   flag(whole_width_rows, "whole_width_rows");
   flag(privatize_batch_copies, "privatize_batch_copies");
+  flag(border_columns_as_rows, "border_columns_as_rows");
   flag(channels_last_out_backprop, "channels_last_out_backprop");
   static constexpr const char* kBlocking[] = {"none", "batch_chunks", "row_split"};
   static constexpr const char* kSplit[] = {"none", "row_threads", "batch", "dims"};

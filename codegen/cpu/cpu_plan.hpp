@@ -87,6 +87,9 @@ struct CpuPlan final : codegen::Plan {
   bool whole_width_rows = false;
   /// Operand copies per image walked in one chunk of images per thread (priv=xT).
   bool privatize_batch_copies = false;
+  /// NHWC channel-vector tiles: the border columns' pixels down H tiled as rows, not one
+  /// one-row tile per pixel (bcr).
+  bool border_columns_as_rows = false;
 
   // --- The filter gradient's reduction ------------------------------------------------------
   /// NCHW: dy copied channels-last so the tiles' columns (output channels) are contiguous (dyc).

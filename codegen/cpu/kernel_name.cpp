@@ -161,6 +161,8 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
   add(plan.channels_last_out_backprop, "dyc");
   add(plan.widen_depthwise_operands, "f32ops");
   add(plan.whole_width_rows, "wrow");
+  const auto border_rows = nest.derived.find("border_columns_as_rows");
+  add(border_rows != nest.derived.end() && border_rows->second > 0, "bcr");
   add(true, main_tile(nest));
   add(plan.pair_output_channels, "dp2");
   const auto rows = nest.derived.find("chunk_rows");

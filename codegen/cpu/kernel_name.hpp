@@ -25,6 +25,8 @@
 //   split=<d>x<T>  the filter gradient's reduction split over T threads along d (n, oh, ow,
 //              nb: the blocked batch, ohx: the row split), with private partial sums
 //   acc=partial    one thread, 16-bit dW: f32 partial sums rounded once
+//   wrow       NHWC depthwise data gradient: rows of the whole width (sliding-window tiles)
+//   bcr        NHWC data gradient: the border columns' pixels down H tiled as rows
 #pragma once
 
 #include <string>
