@@ -99,7 +99,12 @@ CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads
   switch (problem.direction) {
     case ConvDirection::kBackpropData: plan_data_gradient(problem, plan); break;
     case ConvDirection::kBackpropFilter: plan_filter_gradient(problem, plan); break;
-    case ConvDirection::kForward: break;
+    case ConvDirection::kForward:
+      // The forward op's tiles are the data gradient's (pixels x channel vectors, the filter
+      // already contiguous along them in HWIO): its border columns tile as rows the same way.
+      plan.border_columns_as_rows = problem.format == DataFormat::kNHWC &&
+                                    cpu.vector_registers > 0 && !problem.depthwise;
+      break;
   }
   plan.whole_line_output_tiles = cpu.vector_bytes > 0 && output_outgrows_llc(problem, cpu);
   // A filter gradient's tiles write dW plainly only when its reduction is neither blocked (the

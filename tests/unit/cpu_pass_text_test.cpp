@@ -487,6 +487,85 @@ for chunk in [0, 1) "image chunks":
   EXPECT_EQ(std::get<Loop>(split.body[1].node).trip_count(), 1);
 }
 
+// A 3x3 SAME input gradient on a 4x4 image: border_peel leaves each interior row's two border
+// columns as W loops of one position; border_columns_as_rows gives each its own H loop with the
+// position substituted, so register_tile tiles the two rows of each border column together.
+TEST(IrPassText, BorderColumnsAsRowsTilesTheBorderColumnsDownH) {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropData;
+  p.n = 1;
+  p.ih = p.iw = p.oh = p.ow = 4;
+  p.ic = p.filter_in = 8;
+  p.kh = p.kw = 3;
+  p.oc = 2;
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+  const TestTarget t = avx2_target(1 << 20);
+  ASSERT_TRUE(testing::plan_for(p, t).border_columns_as_rows);
+  LoopNest n = run(pack_filter, border_peel(lower(p)), t);
+  n = run(register_tile, run(border_columns_as_rows, std::move(n), t), t);
+  EXPECT_EQ(print(n), R"(kernel backprop_data float32 NHWC
+buffer dx X float32 dims [1, 4, 4, 8] strides [128, 32, 8, 1]
+buffer w W float32 dims [3, 3, 8, 2] strides [48, 16, 2, 1]
+buffer dy Y float32 dims [1, 4, 4, 2] strides [32, 8, 2, 1]
+buffer wp scratch float32 dims [3, 3, 2, 8] strides [48, 16, 8, 1]
+for pkh in [0, 3):
+  for pkw in [0, 3):
+    for po in [0, 2):
+      for pi in [0, 8):
+        store wp[pkh, pkw, po, pi] = w[pkh, pkw, pi, po]
+for n in [0, 1):
+  for ih in [0, 1) "top":
+    for iw in [0, 1) "left":
+      for i in [0, 8) step 8:
+        tile r:1 x v:8
+          reduce kh in [0, 2) kw in [0, 2) o in [0, 2)
+          dx[n, 0, 0, i + v] = dy[n, -kh + 1, -kw + 1, o] * wp[kh, kw, o, i + v]
+    for iw in [1, 3) step 2 "interior":
+      for i in [0, 8) step 8:
+        tile r:2 x v:8
+          reduce kh in [0, 2) kw in [0, 3) o in [0, 2)
+          dx[n, 0, iw + r, i + v] = dy[n, -kh + 1, iw + r - kw + 1, o] * wp[kh, kw, o, i + v]
+    for iw in [3, 4) "right":
+      for i in [0, 8) step 8:
+        tile r:1 x v:8
+          reduce kh in [0, 2) kw in [1, 3) o in [0, 2)
+          dx[n, 0, 3, i + v] = dy[n, -kh + 1, -kw + 4, o] * wp[kh, kw, o, i + v]
+  for ih in [1, 3) step 2 "interior":
+    for i in [0, 8) step 8:
+      tile r:2 x v:8
+        reduce kh in [0, 3) kw in [0, 2) o in [0, 2)
+        dx[n, ih + r, 0, i + v] = dy[n, ih + r - kh + 1, -kw + 1, o] * wp[kh, kw, o, i + v]
+  for ih in [1, 3) "interior":
+    for iw in [1, 3) step 2 "interior":
+      for i in [0, 8) step 8:
+        tile r:2 x v:8
+          reduce kh in [0, 3) kw in [0, 3) o in [0, 2)
+          dx[n, ih, iw + r, i + v] = dy[n, ih - kh + 1, iw + r - kw + 1, o] * wp[kh, kw, o, i + v]
+  for ih in [1, 3) step 2 "interior":
+    for i in [0, 8) step 8:
+      tile r:2 x v:8
+        reduce kh in [0, 3) kw in [1, 3) o in [0, 2)
+        dx[n, ih + r, 3, i + v] = dy[n, ih + r - kh + 1, -kw + 4, o] * wp[kh, kw, o, i + v]
+  for ih in [3, 4) "bottom":
+    for iw in [0, 1) "left":
+      for i in [0, 8) step 8:
+        tile r:1 x v:8
+          reduce kh in [1, 3) kw in [0, 2) o in [0, 2)
+          dx[n, 3, 0, i + v] = dy[n, -kh + 4, -kw + 1, o] * wp[kh, kw, o, i + v]
+    for iw in [1, 3) step 2 "interior":
+      for i in [0, 8) step 8:
+        tile r:2 x v:8
+          reduce kh in [1, 3) kw in [0, 3) o in [0, 2)
+          dx[n, 3, iw + r, i + v] = dy[n, -kh + 4, iw + r - kw + 1, o] * wp[kh, kw, o, i + v]
+    for iw in [3, 4) "right":
+      for i in [0, 8) step 8:
+        tile r:1 x v:8
+          reduce kh in [1, 3) kw in [1, 3) o in [0, 2)
+          dx[n, 3, 3, i + v] = dy[n, -kh + 4, -kw + 4, o] * wp[kh, kw, o, i + v]
+)");
+  EXPECT_EQ(n.derived.at("border_columns_as_rows"), 2);
+}
+
 // The pass list is the plan's: the observer sees lowering, then exactly the passes the plan
 // asks for, in order; another op on another core asks for others.
 TEST(IrPassText, PipelineReportsEveryPassInOrder) {

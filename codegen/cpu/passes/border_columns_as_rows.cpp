@@ -1,13 +1,14 @@
-// Border columns tiled over rows (backprop data NHWC, channel vectors). border_peel splits each
-// image row into its left border columns, the interior and its right border columns; a border
-// column is a W loop of one position, so register_tile sees a row loop of one iteration and
-// gives each of its pixels a tile of one row: a few accumulators, bound by the FMA latency and
-// loading a filter vector per FMA. On 14- and 7-wide images (the deep layers of ResNet-50 and
-// VGG16) those pixels are a seventh to two-sevenths of all. The border column's pixels of all
-// the rows between the top and bottom borders take the same taps, so they can be one column
-// of pixels down H instead: the H loop is distributed over the row's parts, and in each
-// border part the one-position W loop is replaced by its value, leaving H as the row loop
-// right around the channel loop, which register_tile then gives rows.
+// Border columns tiled over rows (backprop data and the forward op, NHWC, channel vectors).
+// border_peel splits each image row into its left border columns, the interior and its right
+// border columns; a border column is a W loop of one position, so register_tile sees a row
+// loop of one iteration and gives each of its pixels a tile of one row: a few accumulators,
+// bound by the FMA latency and loading a filter vector per FMA. On 14- and 7-wide images (the
+// deep layers of ResNet-50 and VGG16) those pixels are a seventh to two-sevenths of all. The
+// border column's pixels of all the rows between the top and bottom borders take the same
+// taps, so they can be one column of pixels down H instead: the H loop is distributed over the
+// row's parts, and in each border part the one-position W loop is replaced by its value,
+// leaving H as the row loop right around the channel loop, which register_tile then gives
+// rows.
 #include <algorithm>
 
 #include "ir/transforms/nest_util.hpp"
@@ -63,15 +64,17 @@ class BorderColumnsAsRows {
   // H loop of its own (the parts write disjoint outputs and only read inputs, so their order
   // is free); a border column's gets its column loop with the W position substituted.
   bool distribute(const Loop& h, std::vector<Stmt>* out) {
+    // The output's H and W: X's for the data gradient, Y's for the forward op.
+    const VarRole row = nest_.role_of(h.var);
     if (h.trip_count() < 2 || h.step != 1 || h.body.size() < 2 ||
-        nest_.role_of(h.var) != VarRole::kInRow ||
+        (row != VarRole::kInRow && row != VarRole::kOutRow) ||
         !std::all_of(h.body.begin(), h.body.end(), tiles_only) ||
         !std::any_of(h.body.begin(), h.body.end(), is_border_column)) {
       return false;
     }
+    const VarRole col = row == VarRole::kInRow ? VarRole::kInCol : VarRole::kOutCol;
     for (const Stmt& part : h.body) {
-      if (is_border_column(part) &&
-          nest_.role_of(std::get<Loop>(part.node).var) != VarRole::kInCol) {
+      if (is_border_column(part) && nest_.role_of(std::get<Loop>(part.node).var) != col) {
         return false;
       }
     }

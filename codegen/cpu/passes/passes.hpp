@@ -57,9 +57,9 @@ ir::LoopNest deinterleave_multiplier(ir::LoopNest nest, const CpuPlan& plan);
 /// vectors (output channels) are contiguous in it.
 ir::LoopNest channels_last_out_backprop(ir::LoopNest nest, const CpuPlan& plan);
 
-/// Backprop data NHWC with channel vectors: each H loop around a row's border columns (W
-/// loops of one position) is distributed over the row's parts, the border columns' position
-/// substituted, so their pixels down H become the rows of register tiles.
+/// Backprop data and the forward op, NHWC with channel vectors: each H loop around a row's
+/// border columns (W loops of one position) is distributed over the row's parts, the border
+/// columns' position substituted, so their pixels down H become the rows of register tiles.
 ir::LoopNest border_columns_as_rows(ir::LoopNest nest, const CpuPlan& plan);
 
 /// Turns an innermost (row loop, column loop, 1x1 tile) nest into rows x cols register tiles
