@@ -4,7 +4,8 @@
    framework, with the kernel already compiled (median of many calls);
 2. one training step (forward, backward, SGD update) of a small ResNet basic block
    (two 3x3 convolutions of 64 channels with ReLU and the skip connection) on a batch of
-   8x56x56x64, with convjit's layers and with the framework's own.
+   8x56x56x64, with convjit's layers and with the framework's own, the two timed in turns
+   (PyTorch: NCHW tensors, then channels_last modules and batch).
 
     python benchmarks/frameworks.py [--frameworks torch,jax,tf] [--steps 10] [--quick]
 
@@ -27,6 +28,21 @@ def median_seconds(fn, repeats, warmup=3):
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def alternating_medians(ours, theirs, repeats, warmup=3):
+    """Median seconds of two functions timed in turns, so that drift in clocks or load over the
+    run (large on a shared machine) hits both alike."""
+    for _ in range(warmup):
+        ours()
+        theirs()
+    times = ([], [])
+    for _ in range(repeats):
+        for fn, out in ((ours, times[0]), (theirs, times[1])):
+            start = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def bench_torch(args):
@@ -60,8 +76,15 @@ def bench_torch(args):
             opt.step()
         return run
 
-    rows.append(("ResNet block step (ms)", median_seconds(step(ours), args.steps) * 1e3,
-                 median_seconds(step(theirs), args.steps) * 1e3))
+    a, b = alternating_medians(step(ours), step(theirs), args.steps)
+    rows.append(("ResNet block step (ms)", a * 1e3, b * 1e3))
+    # The same with the modules and the batch in channels_last memory, the layout PyTorch's
+    # own CPU convolutions prefer and the one convjit's NHWC kernels read without copies.
+    ours.to(memory_format=torch.channels_last)
+    theirs.to(memory_format=torch.channels_last)
+    batch = batch.contiguous(memory_format=torch.channels_last)
+    a, b = alternating_medians(step(ours), step(theirs), args.steps)
+    rows.append(("  channels_last (ms)", a * 1e3, b * 1e3))
     return "torch %s, %d threads" % (torch.__version__, torch.get_num_threads()), rows
 
 
@@ -102,8 +125,8 @@ def bench_jax(args):
             return [a - 0.01 * b for a, b in zip(p, g)]
         return lambda: jax.block_until_ready(step(params, batch))
 
-    rows.append(("ResNet block step (ms)", median_seconds(make_step(conv_ours), args.steps) * 1e3,
-                 median_seconds(make_step(conv_theirs), args.steps) * 1e3))
+    a, b = alternating_medians(make_step(conv_ours), make_step(conv_theirs), args.steps)
+    rows.append(("ResNet block step (ms)", a * 1e3, b * 1e3))
     return "jax %s" % jax.__version__, rows
 
 
@@ -143,8 +166,8 @@ def bench_tf(args):
             opt.apply_gradients(zip(grads, model.trainable_variables))
         return step
 
-    rows.append(("ResNet block step (ms)", median_seconds(make_step(ours), args.steps) * 1e3,
-                 median_seconds(make_step(theirs), args.steps) * 1e3))
+    a, b = alternating_medians(make_step(ours), make_step(theirs), args.steps)
+    rows.append(("ResNet block step (ms)", a * 1e3, b * 1e3))
     return "tensorflow %s" % tf.__version__, rows
 
 
