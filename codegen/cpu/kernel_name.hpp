@@ -26,7 +26,7 @@
 //              nb: the blocked batch, ohx: the row split), with private partial sums
 //   acc=partial    one thread, 16-bit dW: f32 partial sums rounded once
 //   wrow       NHWC depthwise data gradient: rows of the whole width (sliding-window tiles)
-//   bcr        NHWC data gradient: the border columns' pixels down H tiled as rows
+//   bcr        NHWC data gradient and forward: the border columns' pixels down H as tile rows
 #pragma once
 
 #include <string>

@@ -16,7 +16,6 @@
 #include <memory>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "convjit/convjit.hpp"
