@@ -149,21 +149,30 @@ INSTANTIATE_TEST_SUITE_P(Backends, AttributeExtremes, ::testing::Values("interpr
                            return info.param.empty() ? std::string("default") : info.param;
                          });
 
+// The input gradient `c` lowered and split into stride residues, printed.
+std::string residue_split_text(const ConvCase& c) {
+  const Expected<ConvProblem> problem = validate(c.descriptor(OpKind::kConv2DBackpropInput));
+  EXPECT_TRUE(problem.has_value()) << problem.status().message();
+  if (!problem.has_value()) return "";
+  return ir::print(ir::stride_residue_split(ir::lower(problem.value())));
+}
+
+// How often `what` occurs in `text`, overlapping occurrences included.
+std::size_t occurrences(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
 // The residue split makes one part per residue some input position has: a single input row
 // and column is one part each, whatever the stride.
 TEST(AttributeExtremesSplit, ResidueSplitMakesOnePartPerResidueReached) {
   for (std::int64_t stride : {std::int64_t{2}, kStrideInt32Max, kTrillion}) {
-    const Expected<ConvProblem> problem =
-        validate(unit_backprop_input(stride).descriptor(OpKind::kConv2DBackpropInput));
-    ASSERT_TRUE(problem.has_value()) << problem.status().message();
-    const std::string text = ir::print(ir::stride_residue_split(ir::lower(problem.value())));
+    const std::string text = residue_split_text(unit_backprop_input(stride));
     SCOPED_TRACE(text);
-    std::size_t parts = 0;
-    for (std::size_t at = text.find("residue "); at != std::string::npos;
-         at = text.find("residue ", at + 1)) {
-      ++parts;
-    }
-    EXPECT_EQ(parts, 2u);  // residue 0 of ih, residue 0 of iw
+    EXPECT_EQ(occurrences(text, "residue "), 2u);  // residue 0 of ih, residue 0 of iw
   }
 }
 
@@ -178,17 +187,9 @@ TEST(AttributeExtremesSplit, EachRunOfResiduesWithoutTapsSharesOnePart) {
   c.kh = c.kw = 16;
   c.stride_h = c.stride_w = 128;
   c.dilation_h = c.dilation_w = 8;
-  const Expected<ConvProblem> problem = validate(c.descriptor(OpKind::kConv2DBackpropInput));
-  ASSERT_TRUE(problem.has_value()) << problem.status().message();
-  const std::string text = ir::print(ir::stride_residue_split(ir::lower(problem.value())));
+  const std::string text = residue_split_text(c);
   SCOPED_TRACE(text);
-  auto count = [&](const std::string& what) {
-    std::size_t n = 0;
-    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
-      ++n;
-    }
-    return n;
-  };
+  auto count = [&](const std::string& what) { return occurrences(text, what); };
   for (int run = 0; run < 15; ++run) {
     const std::string label = fmt::format("residues {}..{}, no taps", 8 * run + 1, 8 * run + 7);
     EXPECT_GE(count(label), 2u) << label;
@@ -202,17 +203,9 @@ TEST(AttributeExtremesSplit, ResiduesWithoutTapsShareOnePart) {
   ConvCase c;
   c.h = c.w = 8;
   c.stride_h = c.stride_w = 8;
-  const Expected<ConvProblem> problem = validate(c.descriptor(OpKind::kConv2DBackpropInput));
-  ASSERT_TRUE(problem.has_value()) << problem.status().message();
-  const std::string text = ir::print(ir::stride_residue_split(ir::lower(problem.value())));
+  const std::string text = residue_split_text(c);
   SCOPED_TRACE(text);
-  auto count = [&](const std::string& what) {
-    std::size_t n = 0;
-    for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) {
-      ++n;
-    }
-    return n;
-  };
+  auto count = [&](const std::string& what) { return occurrences(text, what); };
   EXPECT_EQ(count("\"residue 0\""), 2u);
   EXPECT_EQ(count("\"residues 1..7, no taps\""), 2u);
   EXPECT_EQ(count("for rh in [1, 8)"), 1u);
