@@ -15,22 +15,29 @@ and ``conv2d`` / ``depthwise_conv2d_native`` are differentiable: their backward 
 gradient ops. ``Conv2d`` is a drop-in for ``torch.nn.Conv2d`` (NCHW, OIHW weights, the same
 constructor arguments and state_dict).
 
-Threads: PyTorch's intra-op pool (``at::parallel_for``) is not reachable from Python, so a
-CPU kernel runs on convjit's pool sized to ``torch.get_num_threads()`` (compiled for that
-count, so ``torch.set_num_threads`` is followed). The calling thread waits for the kernel, so
-PyTorch's own pool is idle meanwhile: the two pools never compete. CUDA tensors compile for
-``cuda:N`` and run on PyTorch's current stream when convjit's CUDA backend is built.
+Threads: a CPU kernel is compiled for ``torch.get_num_threads()`` threads and its parallel
+loops run on PyTorch's own intra-op pool (``at::parallel_for``), through a small native library
+built against the installed torch on first use (``_adapters/torch_pool.cc``, cached like the
+TensorFlow adapter; it needs a C++ compiler). So convjit's kernels and PyTorch's operators share
+one set of threads and ``torch.set_num_threads`` governs both. Where that library cannot be
+built, a warning says why and the kernels run on convjit's own pool of the same size. CUDA
+tensors compile for ``cuda:N`` and run on PyTorch's current stream when convjit's CUDA backend
+is built.
 
 Errors are ``RuntimeError`` with convjit's (TensorFlow's) message.
 """
 
 import atexit
+import ctypes
+import os
 import threading
+import warnings
 
 import torch
 
 from . import _convjit
 from . import _ops
+from ._adapters import native as _native
 
 __all__ = [
     "Conv2d",
@@ -85,6 +92,45 @@ def _kernel(op, dtype, device, sizes, a_shape, b_shape, attrs):
     return kernel
 
 
+# ---- PyTorch's intra-op pool: the address of convjit_torch_parallel_for (0: convjit's pool)
+
+_pool_address = None
+_pool_lock = threading.Lock()
+
+
+def _build_pool():
+    torch_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    cflags = ["-I", os.path.join(torch_dir, "include"),
+              "-D_GLIBCXX_USE_CXX11_ABI=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI)]
+    # at::parallel_for's OpenMP loop is inline in torch's headers: without -fopenmp it would
+    # be a serial loop. The library's libgomp.so.1 then binds to the one torch loaded.
+    if "ATen parallel backend: OpenMP" in torch.__config__.parallel_info():
+        cflags.append("-fopenmp")
+    lib_dir = os.path.join(torch_dir, "lib")
+    ldflags = ["-L", lib_dir, "-Wl,-rpath," + lib_dir, "-lc10", "-ltorch_cpu"]
+    path = _native.build_library("convjit_torch", ["torch_pool.cc"], cflags, ldflags,
+                                 "torch " + torch.__version__)
+    library = ctypes.CDLL(path)
+    if library.convjit_torch_intra_op_parallel() != 1:
+        raise _convjit.Error("at::parallel_for is serial in the library built at %s" % path)
+    return ctypes.cast(library.convjit_torch_parallel_for, ctypes.c_void_p).value
+
+
+def _parallel_for():
+    """Built on the first CPU run, not at import: importing convjit.torch stays cheap."""
+    global _pool_address
+    if _pool_address is None:
+        with _pool_lock:
+            if _pool_address is None:
+                try:
+                    _pool_address = _build_pool()
+                except (_convjit.Error, OSError) as e:
+                    warnings.warn("convjit.torch runs its CPU kernels on convjit's own thread "
+                                  "pool, not PyTorch's: %s" % e, RuntimeWarning, stacklevel=3)
+                    _pool_address = 0
+    return _pool_address
+
+
 def _device_name(t):
     if t.device.type == "cpu":
         return "cpu"
@@ -109,7 +155,7 @@ def _run(op, sizes, a, b, strides, padding, explicit_paddings, data_format, dila
         kernel, out_shape = _kernel(op, a.dtype, device, None if sizes is None else tuple(sizes),
                          tuple(a.shape), tuple(b.shape), attrs)
         out = torch.empty(out_shape, dtype=a.dtype, device=a.device)
-        kernel.run(a, b, out=out)
+        kernel.run(a, b, out=out, parallel_for=_parallel_for() if device == "cpu" else 0)
     except _convjit.Error as e:
         raise RuntimeError(str(e)) from None
     return out

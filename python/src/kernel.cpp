@@ -117,13 +117,15 @@ void Kernel::check_operand(const Array& array, int index, const char* name, int 
   }
 }
 
-nb::object Kernel::run(nb::handle a, nb::handle b, nb::handle out) const {
+nb::object Kernel::run(nb::handle a, nb::handle b, nb::handle out,
+                       convjit_parallel_for_fn parallel_for) const {
   const Array first = import_array(a, operands_.a, op_, false);
   const Array second = import_array(b, operands_.b, op_, false);
-  return run_arrays(first, second, out);
+  return run_arrays(first, second, out, parallel_for);
 }
 
-nb::object Kernel::run_arrays(const Array& a, const Array& b, nb::handle out) const {
+nb::object Kernel::run_arrays(const Array& a, const Array& b, nb::handle out,
+                              convjit_parallel_for_fn parallel_for) const {
   check_operand(a, 0, operands_.a, operands_.a_index);
   check_operand(b, 1, operands_.b, operands_.b_index);
   nb::object result;
@@ -157,7 +159,8 @@ nb::object Kernel::run_arrays(const Array& a, const Array& b, nb::handle out) co
   convjit_status status;
   {
     nb::gil_scoped_release release;
-    status = convjit_run_with_context(handle_, &ta, &tb, &tout, &context);
+    status = convjit_run_with_parallel_for(handle_, &ta, &tb, &tout, &context, parallel_for,
+                                           nullptr);
   }
   if (status != CONVJIT_OK) raise_status(status);
   return result;

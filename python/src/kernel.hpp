@@ -42,10 +42,13 @@ class Kernel {
   Kernel& operator=(const Kernel&) = delete;
 
   /// Runs on two arrays; writes `out` when given (and returns it), else returns a new array of
-  /// the first array's kind. The GIL is released while the kernel runs.
-  nb::object run(nb::handle a, nb::handle b, nb::handle out) const;
+  /// the first array's kind. The GIL is released while the kernel runs. `parallel_for` (may be
+  /// null) runs a CPU kernel's parallel loops on a framework's thread pool, for this run only.
+  nb::object run(nb::handle a, nb::handle b, nb::handle out,
+                 convjit_parallel_for_fn parallel_for = nullptr) const;
   /// The same on arrays already imported.
-  nb::object run_arrays(const Array& a, const Array& b, nb::handle out) const;
+  nb::object run_arrays(const Array& a, const Array& b, nb::handle out,
+                        convjit_parallel_for_fn parallel_for = nullptr) const;
 
   const std::string& name() const { return name_; }
   const std::string& backend() const { return backend_; }

@@ -8,6 +8,7 @@
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 
+#include <cstdint>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -252,21 +253,26 @@ NB_MODULE(_convjit, m) {
                      "run() may be called from many threads at once.")
       .def(
           "run",
-          [](const Kernel& k, nb::args arrays, nb::handle out) {
+          [](const Kernel& k, nb::args arrays, nb::handle out, std::uintptr_t parallel_for) {
             if (arrays.size() != 2) {
               raise_error("Kernel.run takes 2 arrays (" + std::string(k.operands().a) + ", " +
                           k.operands().b + " for " + k.op() + "), but got " +
                           std::to_string(arrays.size()));
             }
-            return k.run(arrays[0], arrays[1], out);
+            return k.run(arrays[0], arrays[1], out,
+                         reinterpret_cast<convjit_parallel_for_fn>(parallel_for));
           },
-          "arrays"_a, nb::kw_only(), "out"_a = nb::none(),
-          "run(*arrays, out=None)\n\n"
+          "arrays"_a, nb::kw_only(), "out"_a = nb::none(), "parallel_for"_a = 0,
+          "run(*arrays, out=None, parallel_for=0)\n\n"
           "Runs the op on its two operands in TensorFlow's argument order (filter and "
           "out_backprop\n"
           "for the input gradients; input and out_backprop for the filter gradients; input and\n"
           "filter for the forward ops). The result is a new array of the first operand's kind, or\n"
-          "`out` written in place. The GIL is released while the kernel runs.")
+          "`out` written in place. The GIL is released while the kernel runs.\n\n"
+          "parallel_for: for framework adapters, the address (an int, e.g. from ctypes) of a\n"
+          "C function with convjit_parallel_for_fn's signature (convjit.h) that runs the CPU\n"
+          "kernel's parallel loops on the framework's thread pool, for this run only; 0: convjit's\n"
+          "pool.")
       .def_prop_ro("name", &Kernel::name, "Self-describing kernel name (ISA, dtype, blocking).")
       .def_prop_ro("backend", &Kernel::backend,
                    "The backend that generated it: 'x86', 'interpreter', ...")

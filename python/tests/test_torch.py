@@ -2,6 +2,8 @@
 torch.compile. Small random shapes and attributes so the whole file runs in seconds."""
 
 import random
+import subprocess
+import sys
 import zlib
 
 import pytest
@@ -242,6 +244,47 @@ def test_follows_torch_thread_count():
         _close(got, want, "float32")
     finally:
         torch.set_num_threads(before)
+
+
+# In a process of its own, so that no earlier test has started convjit's pool: convjit.torch's
+# kernels run on PyTorch's threads (no "convjit-pool" thread appears), while the same kernel run
+# through the plain package starts convjit's pool — the control that shows the check can fail.
+POOL_SCRIPT = r"""
+import os, threading, warnings
+import numpy as np
+import torch
+warnings.simplefilter("error")  # a fallback to convjit's pool warns: fail on it
+torch.set_num_threads(2)
+import convjit, convjit.torch as ct
+
+def convjit_threads():
+    names = []
+    for tid in os.listdir("/proc/self/task"):
+        with open("/proc/self/task/%s/comm" % tid) as f:
+            names.append(f.read().strip())
+    return names.count("convjit-pool")
+
+x = torch.randn(4, 32, 32, 32)
+w = torch.randn(3, 3, 32, 32)
+y = ct.conv2d(x, w, [1, 1, 1, 1], "SAME")
+dx = ct.conv2d_backprop_input(list(x.shape), w, y, [1, 1, 1, 1], "SAME")
+want = torch.nn.functional.conv2d(x.permute(0, 3, 1, 2), w.permute(3, 2, 0, 1), padding=1)
+assert torch.allclose(y.permute(0, 3, 1, 2), want, rtol=1e-4, atol=1e-3)
+print("torch-run convjit-pool threads:", convjit_threads())
+kernel = convjit.compile("conv2d", num_threads=2, input=tuple(x.shape), filter=tuple(w.shape),
+                         strides=(1, 1, 1, 1), padding="SAME")
+kernel.run(x.numpy(), w.numpy())
+print("package-run convjit-pool threads:", convjit_threads())
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/task")
+def test_cpu_kernels_run_on_torch_thread_pool():
+    result = subprocess.run([sys.executable, "-c", POOL_SCRIPT], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:]
+    assert "torch-run convjit-pool threads: 0" in result.stdout, result.stdout
+    assert "package-run convjit-pool threads: 1" in result.stdout, result.stdout
 
 
 def test_fake_kernels_give_shapes_without_running():
