@@ -72,12 +72,10 @@ ThreadPool::ThreadPool(int num_threads) {
   const int workers = std::max(0, num_threads - 1);
   workers_.reserve(static_cast<std::size_t>(workers));
   for (int i = 0; i < workers; ++i) {
-    workers_.emplace_back([this] {
-      // Named so that top -H, perf and a framework adapter's tests can tell convjit's threads
-      // from the host's.
-      pthread_setname_np(pthread_self(), "convjit-pool");
-      worker_loop();
-    });
+    workers_.emplace_back([this] { worker_loop(); });
+    // Named so that top -H, perf and a framework adapter's tests can tell convjit's threads from
+    // the host's; named here, not by the worker, so the name is there once the pool exists.
+    pthread_setname_np(workers_.back().native_handle(), "convjit-pool");
   }
 }
 
