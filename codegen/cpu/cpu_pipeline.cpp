@@ -49,7 +49,7 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   const bool sliced = plan.output_slices > 1;
   add(sliced, "narrow_to_output_slice", &narrow_to_output_slice);
   // The layout the tiles take their vectors in, and the dy copies it reads.
-  add(plan.channels_last_copies, "channels_last_backprop_data", &channels_last_backprop_data);
+  add(plan.channels_last_copies, "channels_last_copies", &channels_last_copies);
   add(plan.position_vectors, "position_vectors", &position_vectors);
   add(plan.channels_first_out_backprop_copy, "copy_channels_first_out_backprop",
       &copy_channels_first_out_backprop);

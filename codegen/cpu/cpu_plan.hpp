@@ -49,8 +49,9 @@ struct CpuPlan final : codegen::Plan {
   /// The register-tile cost model the tiles are chosen with, for this core and dtype.
   TileModel tiles;
 
-  // --- The data gradient's layout (backprop data) --------------------------------------------
-  /// NCHW through NHWC copies of dy and dx: the rest of the schedule is NHWC's (tonhwc).
+  // --- The activations' layout (backprop data, forward) ---------------------------------------
+  /// NCHW through NHWC copies of the activations (dy and dx; x and y): the rest of the
+  /// schedule is NHWC's (tonhwc).
   bool channels_last_copies = false;
   /// Vectors along W and rows over input channels (NCHW; NHWC with few channels).
   bool position_vectors = false;

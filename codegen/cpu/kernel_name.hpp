@@ -6,7 +6,8 @@
 // The tokens, in the order the schedule applies them (each present only when it applies):
 //
 //   from the plan (decisions)                  from the scheduled nest (what the rules made)
-//   tonhwc     NCHW through NHWC dy/dx copies  zpad      dy copies got zero borders
+//   tonhwc     NCHW through NHWC copies of the zpad      dy copies got zero borders
+//              activations (x/y or dy/dx)
 //   wvec       W-vector tiles on transposed dy r<R>x<C>  the register tile computing the most
 //   dyp, dyp2  NCHW depthwise dy planes (dyp2:           outputs: R rows x C columns; "e" when
 //              each column twice, stride 2)              elementwise (depthwise channels)

@@ -22,23 +22,6 @@ constexpr double kWholeWidthBorderShare = 1.0 / 32;
 
 std::int64_t ceil_div_pos(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// NCHW with enough channels to fill vectors: the whole NHWC schedule (packed and
-// channel-blocked filter, register tiles over pixels x input channels) is faster than
-// W-vector tiles even counting two copies. In NCHW those tiles take vectors along W with rows
-// over a few input channels, each walking a dy window of every output channel, which outgrows
-// L1: they ran at about a third of the NHWC speed. A 1x1 filter at stride 1 is one matrix
-// product per image over contiguous H*W positions whose dy window is a single vector: its
-// W-vector tiles stay in L1 and the copies would only add (8x256x56x56 from 64 channels, two
-// threads: 21.9 ms with the copies, 12.6 without, NHWC 11.8).
-bool wants_channels_last_copies(const ConvProblem& p, const CpuInfo& cpu) {
-  const std::int64_t lanes = cpu.lanes(dtype_size(ir::accumulator_dtype(p.dtype)));
-  if (p.format != DataFormat::kNCHW || p.groups != 1 || p.depthwise ||
-      cpu.vector_registers == 0 || p.ic < lanes || p.oc < lanes) {
-    return false;
-  }
-  return !(p.kh == 1 && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1);
-}
-
 // NHWC with few input channels: a vector over 3 channels is mostly masked lanes, so W
 // positions become the vector and channels the rows, reading dy through a copy transposed to
 // [n][oh][oc][ow]. Compares both tiles' whole-problem cycles, the copy included.

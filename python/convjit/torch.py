@@ -331,6 +331,24 @@ def _pair(v, name):
     return v
 
 
+class _NhwcOf(torch.autograd.Function):
+    """The NHWC (dense) tensor of an [N, C, H, W] tensor, whose gradient comes back in the
+    input's own memory format. A plain permute's gradient would be a channels-last-strided
+    view of what is an NCHW tensor to the rest of the model: every elementwise op after it
+    (ReLU's backward, the skip connection's sum) would then mix layouts and run several times
+    slower than the transposing copy made here once."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.channels_last = x.is_contiguous(memory_format=torch.channels_last)
+        return x.permute(0, 2, 3, 1).contiguous()  # free for a channels_last tensor
+
+    @staticmethod
+    def backward(ctx, grad):
+        grad = grad.permute(0, 3, 1, 2)
+        return grad if ctx.channels_last else grad.contiguous()
+
+
 class Conv2d(torch.nn.Conv2d):
     """A drop-in for ``torch.nn.Conv2d`` whose convolution and its gradients run through convjit.
 
@@ -384,12 +402,11 @@ class Conv2d(torch.nn.Conv2d):
         nchw = self.data_format == "NCHW"
         channels_last_in = nchw and input.is_contiguous(
             memory_format=torch.channels_last)
-        x = input.permute(0, 2, 3, 1) if nchw else input
+        x = input if nchw else input.permute(0, 3, 1, 2)  # the NCHW view either way
         if self.padding_mode != "zeros":
-            padded = torch.nn.functional.pad(x.permute(0, 3, 1, 2),
-                                             self._reversed_padding_repeated_twice,
-                                             mode=self.padding_mode)
-            x = padded.permute(0, 2, 3, 1)
+            x = torch.nn.functional.pad(x, self._reversed_padding_repeated_twice,
+                                        mode=self.padding_mode)
+        x = _NhwcOf.apply(x)
         strides, padding, explicit, dilations = self._tf_attrs()
         depthwise = self.groups > 1 and self.groups == self.in_channels
         if depthwise:

@@ -400,7 +400,7 @@ ConvProblem nchw_backprop_data() {
 
 TEST(IrPassText, ChannelsLastBackpropDataRunsTheNhwcNestBetweenTwoCopies) {
   const TestTarget t = avx2_target(1 << 20);
-  EXPECT_EQ(print(run(channels_last_backprop_data, lower(nchw_backprop_data()), t)), R"(kernel backprop_data float32 NHWC
+  EXPECT_EQ(print(run(channels_last_copies, lower(nchw_backprop_data()), t)), R"(kernel backprop_data float32 NHWC
 buffer dxc scratch float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
 buffer w W float32 dims [1, 2, 8, 8] strides [128, 64, 8, 1]
 buffer dyc scratch float32 dims [1, 2, 1, 8] strides [16, 8, 8, 1]
@@ -430,9 +430,46 @@ for fn in [0, 1):
   ConvProblem pointwise = nchw_backprop_data();
   pointwise.kw = 1;
   pointwise.ow = 2;
-  const LoopNest kept = run(channels_last_backprop_data, lower(pointwise), t);
+  const LoopNest kept = run(channels_last_copies, lower(pointwise), t);
   EXPECT_EQ(kept.problem.format, DataFormat::kNCHW);
   EXPECT_EQ(print(kept), print(lower(pointwise)));
+}
+
+// The forward op on the same tensors: x copied channels-last before the tiles, y copied back
+// after; its 1x1 filters take the copies too (their NCHW tiles ran at a third of NHWC's).
+TEST(IrPassText, ChannelsLastForwardCopiesXInAndYOut) {
+  const TestTarget t = avx2_target(1 << 20);
+  ConvProblem forward = nchw_backprop_data();
+  forward.direction = ConvDirection::kForward;
+  EXPECT_EQ(print(run(channels_last_copies, lower(forward), t)), R"(kernel forward float32 NHWC
+buffer xc scratch float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
+buffer w W float32 dims [1, 2, 8, 8] strides [128, 64, 8, 1]
+buffer yc scratch float32 dims [1, 2, 1, 8] strides [16, 8, 8, 1]
+buffer x X float32 dims [1, 2, 2, 8] strides [32, 2, 1, 4]
+buffer y Y float32 dims [1, 2, 1, 8] strides [16, 1, 1, 2]
+for cn in [0, 1):
+  for cih in [0, 2):
+    for ciw in [0, 2):
+      for ci in [0, 8):
+        store xc[cn, cih, ciw, ci] = x[cn, cih, ciw, ci]
+for n in [0, 1):
+  for oh in [0, 2):
+    for ow in [0, 1):
+      for o in [0, 8):
+        tile r:1 x v:1
+          reduce kh in [0, 1) kw in [0, 2) i in [0, 8)
+          guard 0 <= oh + kh < 2
+          guard 0 <= ow + kw < 2
+          yc[n, oh, ow, o] = xc[n, oh + kh, ow + kw, i] * w[kh, kw, i, o]
+for fn in [0, 1):
+  for foh in [0, 2):
+    for fo in [0, 8):
+      for fow in [0, 1):
+        store y[fn, foh, fow, fo] = yc[fn, foh, fow, fo]
+)");
+  forward.kw = 1;
+  forward.ow = 2;
+  EXPECT_EQ(run(channels_last_copies, lower(forward), t).problem.format, DataFormat::kNHWC);
 }
 
 // The NCHW input gradient's channels-last copies of a batch of 3 on one thread: each image is
@@ -442,7 +479,7 @@ TEST(IrPassText, PrivatizeBatchCopiesWalksImagesThroughOneSlotPerThread) {
   p.n = 3;
   // One plan for the NCHW problem serves both passes (after the first the nest is NHWC's).
   const CpuPlan t = testing::plan_for(p, avx2_target(1 << 20));
-  EXPECT_EQ(print(privatize_batch_copies(channels_last_backprop_data(lower(p), t), t)), R"(kernel backprop_data float32 NHWC
+  EXPECT_EQ(print(privatize_batch_copies(channels_last_copies(lower(p), t), t)), R"(kernel backprop_data float32 NHWC
 buffer dxc scratch float32 dims [1, 2, 2, 8] strides [32, 16, 8, 1]
 buffer w W float32 dims [1, 2, 8, 8] strides [128, 64, 8, 1]
 buffer dyc scratch float32 dims [1, 2, 1, 8] strides [16, 8, 8, 1]
@@ -474,7 +511,7 @@ for chunk in [0, 1) "image chunks":
   TestTarget two_threads = avx2_target(1 << 20);
   two_threads.num_threads = 2;
   const CpuPlan two = testing::plan_for(p, two_threads);
-  const LoopNest split = privatize_batch_copies(channels_last_backprop_data(lower(p), two), two);
+  const LoopNest split = privatize_batch_copies(channels_last_copies(lower(p), two), two);
   EXPECT_TRUE(two.channels_last_copies && two.privatize_batch_copies && two.threads == 2);
   for (const char* name : {"dxc", "dyc"}) {
     for (const Buffer& b : split.buffers) {

@@ -10,7 +10,7 @@ namespace convjit::cpu {
 /// Backprop data NCHW with enough channels to fill vectors: rebuilds the nest as the NHWC
 /// problem over scratch copies of dy and dx (copied in before the tiles and out after them),
 /// so every later pass schedules it as NHWC.
-ir::LoopNest channels_last_backprop_data(ir::LoopNest nest, const CpuPlan& plan);
+ir::LoopNest channels_last_copies(ir::LoopNest nest, const CpuPlan& plan);
 
 /// Backprop filter split into output slices (one per thread): the schedule of one slice, lowered
 /// as a problem of its own over windows of the op's tensors (their real strides). The first
