@@ -176,6 +176,9 @@ def test_conv2d_module_is_a_drop_in(kwargs):
     y1.backward(g)
     y2.backward(g)
     _close(x1.grad, x2.grad, "float64")
+    # The input's gradient in the input's memory format, as PyTorch's own: a channels-last
+    # strided gradient of an NCHW tensor slows every elementwise op after it.
+    assert x1.grad.is_contiguous()
     _close(ours.weight.grad, theirs.weight.grad, "float64")
     if ours.bias is not None:
         _close(ours.bias.grad, theirs.bias.grad, "float64")
@@ -201,10 +204,19 @@ def test_conv2d_module_keeps_the_memory_format_and_takes_unbatched_input():
     y = ours(x)
     assert y.is_contiguous()
     _close(y, theirs(x), "float32")
-    x_cl = x.contiguous(memory_format=torch.channels_last)
+    x_cl = x.contiguous(memory_format=torch.channels_last).requires_grad_()
     y_cl = ours(x_cl)
     assert y_cl.is_contiguous(memory_format=torch.channels_last)
     _close(y_cl, theirs(x), "float32")
+    y_cl.sum().backward()
+    assert x_cl.grad.is_contiguous(memory_format=torch.channels_last)
+    # Depthwise runs NHWC between copies whatever the input's memory: still NCHW out and back.
+    depthwise = ct.Conv2d(3, 6, 3, padding=1, groups=3)
+    x_nchw = x.clone().requires_grad_()
+    y = depthwise(x_nchw)
+    assert y.is_contiguous()
+    y.sum().backward()
+    assert x_nchw.grad.is_contiguous()
     _close(ours(x[0]), theirs(x[0]), "float32")
     with pytest.raises(RuntimeError, match="3-D .* or 4-D input"):
         ours(torch.randn(3, 7))
