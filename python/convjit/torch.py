@@ -407,6 +407,7 @@ class Conv2d(torch.nn.Conv2d):
             raise RuntimeError("Conv2d: expected a 3-D (unbatched) or 4-D input, but got shape %s"
                                % (list(input.shape),))
         nchw = self.data_format == "NCHW"
+        channels_last_in = nchw and input.is_contiguous(memory_format=torch.channels_last)
         x = input if nchw else input.permute(0, 3, 1, 2)  # the NCHW view either way
         if self.padding_mode != "zeros":
             x = torch.nn.functional.pad(x, self._reversed_padding_repeated_twice,
@@ -427,7 +428,10 @@ class Conv2d(torch.nn.Conv2d):
             y = _conv2d_op(x, filter, strides, padding, explicit, layout, dilations)
         if self.bias is not None:
             y = y + self.bias.reshape((1, -1, 1, 1) if layout == "NCHW" else (1, 1, 1, -1))
-        if layout == "NCHW" or not nchw:
+        if not nchw:
             return y
-        y = y.permute(0, 3, 1, 2)
-        return y if channels_last_memory else y.contiguous()
+        if layout == "NHWC":
+            y = y.permute(0, 3, 1, 2)
+        # The input's memory format (a no-op but after a padding mode's pad that changed it).
+        return y.contiguous(
+            memory_format=torch.channels_last if channels_last_in else torch.contiguous_format)

@@ -210,6 +210,12 @@ def test_conv2d_module_keeps_the_memory_format_and_takes_unbatched_input():
     _close(y_cl, theirs(x), "float32")
     y_cl.sum().backward()
     assert x_cl.grad.is_contiguous(memory_format=torch.channels_last)
+    reflect = ct.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")
+    reflect_theirs = torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode="reflect")
+    reflect_theirs.load_state_dict(reflect.state_dict())
+    y_reflect = reflect(x_cl)
+    assert y_reflect.is_contiguous(memory_format=torch.channels_last)
+    _close(y_reflect, reflect_theirs(x), "float32")
     # Depthwise runs NHWC between copies whatever the input's memory: still NCHW out and back.
     depthwise = ct.Conv2d(3, 6, 3, padding=1, groups=3)
     x_nchw = x.clone().requires_grad_()

@@ -10,7 +10,8 @@
 //   NHWC tiles write yc[n][oh][ow][oc]  NHWC tiles write dxc[n][ih][iw][ic]
 //   y = yc                              dx = dxc                    (after them)
 //
-// (Not for a 1x1 filter at stride 1, whose W-vector tiles need no such window: see the plan.)
+// (Not for an input gradient's 1x1 filter at stride 1, whose W-vector tiles need no such
+// window, nor for too few channels to fill a vector: see wants_channels_last_copies.)
 // The nest is rebuilt from the NHWC lowering of the same problem, with its X and Y buffers
 // turned into those scratches; the passes after this one see an NHWC problem. The scratches
 // are as large as the activations until privatize_batch_copies gives each thread one image's
@@ -47,8 +48,11 @@ LoopNest channels_last_copies(LoopNest nest, const CpuPlan& plan) {
   written_buffer.role = BufferRole::kOutputCopy;
   read_buffer.kind = written_buffer.kind = BufferKind::kScratch;
   // The caller's NCHW tensors, as the NCHW lowering described them.
-  const int x = out.add_buffer(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]);
-  const int y = out.add_buffer(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))]);
+  auto caller_tensor = [&](BufferKind kind) {
+    return nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(kind))];
+  };
+  const int x = out.add_buffer(caller_tensor(BufferKind::kX));
+  const int y = out.add_buffer(caller_tensor(BufferKind::kY));
   const int read = forward ? x : y;
   const int written = forward ? y : x;
   // [n][h][w][c] extents of the operand read and of the one written.
@@ -65,7 +69,8 @@ LoopNest channels_last_copies(LoopNest nest, const CpuPlan& plan) {
   const std::vector<std::string> out_names =
       forward ? std::vector<std::string>{"fn", "foh", "fo", "fow"}
               : std::vector<std::string>{"fn", "fih", "fi", "fiw"};
-  Stmt to_channels_last = copy_nest(out, {p.n, read_h, read_w, read_c}, in_names, read_copy, read, [](const std::vector<Affine>& v) {
+  Stmt to_channels_last = copy_nest(out, {p.n, read_h, read_w, read_c}, in_names, read_copy,
+                                    read, [](const std::vector<Affine>& v) {
                                       return std::vector<IndexExpr>{v[0], v[1], v[2], v[3]};
                                     });
   Stmt to_channels_first = copy_nest(out, {p.n, written_h, written_c, written_w}, out_names,

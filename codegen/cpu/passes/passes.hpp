@@ -7,9 +7,10 @@
 
 namespace convjit::cpu {
 
-/// Backprop data NCHW with enough channels to fill vectors: rebuilds the nest as the NHWC
-/// problem over scratch copies of dy and dx (copied in before the tiles and out after them),
-/// so every later pass schedules it as NHWC.
+/// NCHW forward and backprop data with enough channels to fill vectors: rebuilds the nest as
+/// the NHWC problem over scratch copies of the activations (x and y; dy and dx), the one read
+/// copied in before the tiles and the one written copied out after them, so every later pass
+/// schedules it as NHWC.
 ir::LoopNest channels_last_copies(ir::LoopNest nest, const CpuPlan& plan);
 
 /// Backprop filter split into output slices (one per thread): the schedule of one slice, lowered
