@@ -1,5 +1,6 @@
 // Transposing copies: two nested loops around one Store writing f32 (from f32, or widening
-// bfloat16 or half as the rows load) whose destination is contiguous
+// bfloat16 or half as the rows load), or around the two Stores of a pair of 16-bit elements
+// moved as one dword (the bfloat16 packed filter of pair_reduction), whose destination is contiguous
 // along the inner loop and whose source is contiguous along the outer one (NCHW's dy copied
 // channels-last, the channels-last dx copied back to NCHW). Lane by lane each destination
 // vector took eight single-element loads (gather_f32), and these copies were a fifth of an
@@ -26,34 +27,70 @@ constexpr int kF32 = 4;
 bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
   if (outer.body.size() != 1 || outer.step != 1) return false;
   const auto* inner = std::get_if<ir::Loop>(&outer.body.front().node);
-  if (inner == nullptr || inner->body.size() != 1 || inner->step != 1) return false;
-  const auto* store = std::get_if<ir::Store>(&inner->body.front().node);
-  if (store == nullptr || !store->has_src || store->accumulate) return false;
+  if (inner == nullptr || inner->step != 1) return false;
   const std::int64_t rows = outer.trip_count(), cols = inner->trip_count();
   if (rows < kBlock || cols < kBlock) return false;
+  // The copy in 32-bit destination elements: dst_row and src_col are the destination's step
+  // along its rows (outer) and the source's along the destination's columns (inner), in
+  // elements of 4 and `se` bytes; the source is contiguous along the rows.
   AccessInfo dst, src;
-  if (!analyze_access(nest_, store->dst, -1, inner->var, cols, &dst) ||
-      !analyze_access(nest_, store->src, -1, inner->var, cols, &src)) {
-    return false;
+  std::int64_t dst_row = 0, src_col = 0, dst_begin = 0, src_begin = 0;
+  int se = kF32;
+  bool widening = false, stream = false;
+  if (inner->body.size() == 1) {
+    const auto* store = std::get_if<ir::Store>(&inner->body.front().node);
+    if (store == nullptr || !store->has_src || store->accumulate) return false;
+    if (!analyze_access(nest_, store->dst, -1, inner->var, cols, &dst) ||
+        !analyze_access(nest_, store->src, -1, inner->var, cols, &src)) {
+      return false;
+    }
+    dst_row = dst.offset.coef_of(outer.var);
+    src_col = src.col_coef;
+    widening = src.dtype == DType::kBFloat16 || src.dtype == DType::kHalf;
+    if (dst.dtype != DType::kFloat32 || (src.dtype != DType::kFloat32 && !widening) ||
+        dst.buffer == src.buffer || dst.col_coef != 1 || src.offset.coef_of(outer.var) != 1) {
+      return false;
+    }
+    se = src.elem_bytes;  // 4, or 2 for a copy widening 16-bit elements
+    dst_begin = outer.begin * dst_row + inner->begin;
+    src_begin = outer.begin + inner->begin * src_col;
+    stream = store->stream;
+  } else {
+    // Pairs of 16-bit elements (pair_reduction's packed filter): dst[.., 2c] and dst[.., 2c+1]
+    // from two adjacent source elements, the pair two elements further per row. Each pair is
+    // one dword on both sides, so the copy is a transpose of dwords.
+    CopyPair pair;
+    if (!analyze_copy_pair(*inner, &pair)) return false;
+    const ir::Affine dst_gap = pair.d1.offset - pair.d0.offset;
+    const ir::Affine src_gap = pair.s1.offset - pair.s0.offset;
+    dst = pair.d0;
+    src = pair.s0;
+    const std::int64_t dst_row_elems = dst.offset.coef_of(outer.var);
+    if (dst.elem_bytes != 2 || pair.d1.dtype != dst.dtype || src.dtype != dst.dtype ||
+        pair.s1.dtype != dst.dtype || pair.d1.buffer != dst.buffer ||
+        pair.s1.buffer != src.buffer || dst.buffer == src.buffer || !dst_gap.is_constant() ||
+        dst_gap.constant != 1 || !src_gap.is_constant() || src_gap.constant != 1 ||
+        dst.col_coef != 2 || pair.d1.col_coef != 2 || src.offset.coef_of(outer.var) != 2 ||
+        src.col_coef != pair.s1.col_coef || src.col_coef % 2 != 0 || dst_row_elems % 2 != 0 ||
+        pair.first->stream != pair.second->stream) {
+      return false;
+    }
+    dst_row = dst_row_elems / 2;
+    src_col = src.col_coef / 2;
+    dst_begin = outer.begin * dst_row_elems + inner->begin * 2;
+    src_begin = outer.begin * 2 + inner->begin * src.col_coef;
+    stream = pair.first->stream;
   }
-  // Element steps: the destination's along its rows (outer) and the source's along the
-  // destination's columns (inner). Every displacement within a 16-column block must stay
-  // 32-bit.
-  const std::int64_t dst_row = dst.offset.coef_of(outer.var);
-  const std::int64_t src_col = src.col_coef;
-  const bool widening = src.dtype == DType::kBFloat16 || src.dtype == DType::kHalf;
-  if (dst.dtype != DType::kFloat32 || (src.dtype != DType::kFloat32 && !widening) ||
-      dst.buffer == src.buffer || dst.col_coef != 1 || src.offset.coef_of(outer.var) != 1 ||
-      dst_row == 0 || src_col == 0 ||
+  // Every displacement within a 16-column block must stay 32-bit.
+  if (dst_row == 0 || src_col == 0 ||
       !fits_int32(2 * kBlock * (std::llabs(dst_row) + std::llabs(src_col) + 1) * kF32)) {
     return false;
   }
   k1_count_ = -1;
-  emit_base_pointer(r8, dst, {outer.var, inner->var}, outer.begin * dst_row + inner->begin);
-  emit_base_pointer(r9, src, {outer.var, inner->var}, outer.begin + inner->begin * src_col);
+  emit_base_pointer(r8, dst, {outer.var, inner->var}, dst_begin);
+  emit_base_pointer(r9, src, {outer.var, inner->var}, src_begin);
 
   const auto row_of = [](int i) { return Ymm(i); };
-  const int se = src.elem_bytes;  // 4, or 2 for a copy widening 16-bit elements
   auto widen4 = [&](const Xmm& to, const Address& from) {
     if (src.dtype == DType::kHalf) {
       vcvtph2ps(to, from);
@@ -179,7 +216,7 @@ bool Emitter::try_emit_transpose_loop(const ir::Loop& outer) {
   // Streamed when the pass allows it and every destination row of a block starts a cache line
   // whenever the first does (checked at run time: vmovntps faults off its alignment).
   const bool line_rows = (dst_row * kF32) % cpu::CpuInfo::kCacheLineBytes == 0;
-  if (store->stream && line_rows && cols >= 2 * kBlock) {
+  if (stream && line_rows && cols >= 2 * kBlock) {
     Label plain, done;
     test(r8.cvt8(), cpu::CpuInfo::kCacheLineBytes - 1);
     jnz(plain, T_NEAR);

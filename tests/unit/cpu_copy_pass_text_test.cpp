@@ -65,7 +65,6 @@ for pkh in [0, 1):
     for po in [0, 2):
       for pi in [0, 3):
         store wp[pkh, pkw, po, pi, 0] = w[pkh, pkw, pi, 2*po]
-      for pi in [0, 3):
         store wp[pkh, pkw, po, pi, 1] = w[pkh, pkw, pi, 2*po + 1]
 for n in [0, 1):
   for ih in [0, 1):

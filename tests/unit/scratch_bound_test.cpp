@@ -46,6 +46,11 @@ OpDescriptor desc_of(OpKind op, DataFormat format, std::vector<std::int64_t> inp
   return d;
 }
 
+OpDescriptor with_dtype(OpDescriptor d, DType dtype) {
+  d.dtype = dtype;
+  return d;
+}
+
 std::vector<ScratchCase> scratch_cases() {
   using enum OpKind;
   const DataFormat nhwc = DataFormat::kNHWC, nchw = DataFormat::kNCHW;
@@ -69,6 +74,18 @@ std::vector<ScratchCase> scratch_cases() {
       // every image and copies each image into its own slot first.
       {"nchw_filter_gradient_odd_batch",
        desc_of(kConv2DBackpropFilter, nchw, {17, 16, 12, 12}, {3, 3, 16, 16}, 1, Padding::kSame)},
+      // bfloat16 filter gradients (image pairs where the CPU has avx512_bf16, widened
+      // copies elsewhere): per pair of images in chunks, and for a deep layer (dW of 590 KB
+      // in f32, 4x4 images) every pair of a thread's images copied before the tiles, which
+      // stays within dW's size.
+      {"bf16_filter_gradient",
+       with_dtype(desc_of(kConv2DBackpropFilter, nhwc, {16, 24, 24, 16}, {3, 3, 16, 16}, 1,
+                          Padding::kSame),
+                  DType::kBFloat16)},
+      {"bf16_deep_filter_gradient",
+       with_dtype(desc_of(kConv2DBackpropFilter, nhwc, {16, 4, 4, 128}, {3, 3, 128, 128}, 1,
+                          Padding::kSame),
+                  DType::kBFloat16)},
       {"depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nhwc,
                                            {16, 12, 12, 8}, {3, 3, 8, 2}, 1, Padding::kSame)},
       // NCHW depthwise: a zero-bordered copy of each group's dy planes, per thread; at
@@ -104,14 +121,14 @@ TEST_P(ScratchBound, StaysWithinFilterAndOneImagePerThread) {
 
   std::vector<TestTensor> operands;
   for (int i = 0; i < 2; ++i) {
-    operands.push_back(testing::random_tensor(DType::kFloat32, kernel.operand_shape(i), 7 + i));
+    operands.push_back(testing::random_tensor(c.desc.dtype, kernel.operand_shape(i), 7 + i));
   }
-  TestTensor got(DType::kFloat32, kernel.operand_shape(2));
-  TestTensor want(DType::kFloat32, kernel.operand_shape(2));
+  TestTensor got(c.desc.dtype, kernel.operand_shape(2));
+  TestTensor want(c.desc.dtype, kernel.operand_shape(2));
   kernel.run(operands[0].view(), operands[1].view(), got.view());
   run_reference(c.desc, operands[0].view(), operands[1].view(), want.view());
   EXPECT_TRUE(testing::all_close(got.view(), want.view(),
-                                 testing::tolerance(DType::kFloat32, testing::reduction_length(p))))
+                                 testing::tolerance(c.desc.dtype, testing::reduction_length(p))))
       << kernel.name();
 }
 

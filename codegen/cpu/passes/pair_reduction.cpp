@@ -65,9 +65,52 @@ bool pair_tile(const LoopNest& nest, int wp, Tile* t) {
   return true;
 }
 
+/// The innermost store of `s` when `s` is a chain of loops with one statement each.
+Store* chain_store(Stmt& s) {
+  Stmt* leaf = &s;
+  while (auto* l = std::get_if<Loop>(&leaf->node)) {
+    if (l->body.size() != 1) return nullptr;
+    leaf = &l->body[0];
+  }
+  return std::get_if<Store>(&leaf->node);
+}
+
+/// The two members' copies of a pair as one loop chain storing both members of a pair side
+/// by side, when each member is the same chain of loops around one store: the emitter then
+/// moves each pair as one 32-bit element (a transpose of dwords), where two separate loops of
+/// 16-bit stores went element by element at about 4 cycles each (a fifth of a 512 -> 2048
+/// channel 1x1 input gradient's time). Otherwise the members stay two loops.
+std::vector<Stmt> merge_pair_members(std::vector<Stmt> members) {
+  if (members.size() != 2) return members;
+  Store* second = chain_store(members[1]);
+  if (chain_store(members[0]) == nullptr || second == nullptr) return members;
+  // Same loops (the members differ in their stores only).
+  const Stmt* a = &members[0];
+  const Stmt* b = &members[1];
+  while (const auto* la = std::get_if<Loop>(&a->node)) {
+    const auto* lb = std::get_if<Loop>(&b->node);
+    if (lb == nullptr || la->var != lb->var || la->begin != lb->begin || la->end != lb->end ||
+        la->step != lb->step) {
+      return members;
+    }
+    a = &la->body[0];
+    b = &lb->body[0];
+  }
+  Stmt merged = members[0];
+  Stmt* leaf = &merged;
+  Loop* innermost = nullptr;
+  while (auto* l = std::get_if<Loop>(&leaf->node)) {
+    innermost = l;
+    leaf = &l->body[0];
+  }
+  if (innermost == nullptr) return members;
+  innermost->body.push_back(Stmt{*second});
+  return {std::move(merged)};
+}
+
 /// Rewrites the packing copies into `wp` for the pair layout: the loop over output channels
 /// `o` runs over pairs, its body once per member with o = 2*o' + member, each store writing
-/// [.., o', i.., member]. Returns the number of loops rewritten.
+/// [.., o', i.., member] (both members' stores in one loop where they can be). Returns the number of loops rewritten.
 int pair_packing(std::vector<Stmt>& body, int wp, std::size_t od) {
   int rewritten = 0;
   for (Stmt& s : body) {
@@ -108,7 +151,7 @@ int pair_packing(std::vector<Stmt>& body, int wp, std::size_t od) {
     }
     l->begin /= 2;
     l->end /= 2;
-    l->body = std::move(members);
+    l->body = merge_pair_members(std::move(members));
     ++rewritten;
   }
   return rewritten;
