@@ -1,6 +1,6 @@
 // Transposing copies: two nested loops around one Store writing f32 (from f32, or widening
 // bfloat16 or half as the rows load), or around the two Stores of a pair of 16-bit elements
-// moved as one dword (the bfloat16 packed filter of pair_reduction), whose destination is contiguous
+// moved as one dword (pair_reduction's bfloat16 packed filter), whose destination is contiguous
 // along the inner loop and whose source is contiguous along the outer one (NCHW's dy copied
 // channels-last, the channels-last dx copied back to NCHW). Lane by lane each destination
 // vector took eight single-element loads (gather_f32), and these copies were a fifth of an

@@ -265,12 +265,12 @@ std::int64_t copied_dy_extent(const LoopNest& nest) {
 // Bfloat16 filter gradients on an avx512_bf16 target take the batch two images at a time in
 // every schedule form: unblocked tiles reducing over the images (one thread, and a chunk of
 // images per thread), and block_reduction's batch loops (a small L2 forces them), with an odd
-// image left to the unpaired tiles, and a batch that does not divide among the threads, split
-// by rows, where each thread copies only the rows it reads; and threads that each own a slice
-// of dW's output channels, each pairing all the images (copying the windows of dy its channels
-// lie in). A blocked image too large for half the L2 is copied chunk by chunk: dy's rows per
-// chunk of output rows. Where no pair forms (one image, one image per thread) the f32 tiles
-// read dy widened per image instead. The threaded cases other than the slices have
+// image left to the unpaired tiles, and a batch that does not divide among the threads (or
+// divides into an odd number of images each), split by rows, where each thread copies only
+// the rows it reads; and threads that each own a slice of dW's output channels, each pairing
+// all the images (copying the windows of dy its channels lie in). A blocked image too large
+// for half the L2 is copied chunk by chunk: dy's rows per chunk of output rows. Where no pair
+// forms (one image) the f32 tiles read dy widened per image instead. The threaded cases other than the slices have
 // activations large enough next to dW that the threads split the reduction. Each final nest
 // matches the reference.
 TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
@@ -287,11 +287,11 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
       {4, 6, 3, 18, 1, 1 << 20, false},                 // unblocked, one thread
       {4, 24, 16, 32, 2, 1 << 20, false},               // unblocked, two images per thread
       {5, 6, 3, 18, 1, 4096, true},                     // blocked: two pairs and a last image
-      {6, 24, 16, 32, 2, 4096, true, true, true},       // blocked, three images per thread
+      {6, 24, 16, 32, 2, 4096, false, true, true},      // 3 images per thread: rows split
       {8, 40, 32, 32, 3, 1 << 20, false, true, true},   // 8 % 3 images: rows split
       {4, 24, 16, 32, 1, 4096, false, true, true},      // blocked: dy copied per row chunk
       {1, 6, 3, 18, 1, 1 << 20, false, false},          // one image
-      {2, 36, 16, 32, 2, 1 << 20, false, false},        // one image per thread
+      {2, 36, 16, 32, 2, 1 << 20, false, true, true},   // 1 image per thread: rows split
       {2, 24, 16, 32, 4, 1 << 20, false, true, true},   // rows split: a window of each pair
       {4, 12, 16, 32, 2, 1 << 20, false, true, true, true},  // output slices, all images each
       {2, 12, 16, 32, 2, 4096, false, true, true, true}};    // output slices, blocked

@@ -126,7 +126,8 @@ struct LoopStats {
 // A vector load or broadcast from memory (an FMA's own memory operand is not counted).
 bool is_vector_load(const std::string& t) {
   static const std::regex load_re(
-      R"(^(vmovup[sd]|vmovdqu32|vbroadcasts[sd]|vpbroadcast[wd]|vpmovzxwd|vcvtph2ps)\s+[xyz]mm\d+,\w+ PTR)");
+      R"(^(vmovup[sd]|vmovdqu32|vbroadcasts[sd]|vpbroadcast[wd]|vpmovzxwd|vcvtph2ps))"
+      R"(\s+[xyz]mm\d+,\w+ PTR)");
   return std::regex_search(t, load_re);
 }
 
@@ -326,11 +327,18 @@ TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   EXPECT_NE(sliced.code->name().find("_slice=ocx2"), std::string::npos) << sliced.code->name();
   EXPECT_NE(sliced.code->name().find("_dp2n"), std::string::npos) << sliced.code->name();
   EXPECT_NE(sliced.disassembly.find("vdpbf16ps"), std::string::npos);
-  // Where the activations outweigh dW two threads split the batch instead and take one image
-  // each: no pair to form, so the f32 FMAs read dy and x widened once per image into the
-  // thread's slot, and the hot loop converts nothing.
-  Compiled one = compile_for_target(
+  // Where the activations outweigh dW two threads split the reduction instead; with one
+  // image each no pair would form, so each takes half of the rows of both images, in pairs.
+  Compiled rows = compile_for_target(
       problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 16, 56), t, 2);
+  ASSERT_TRUE(rows.code);
+  EXPECT_NE(rows.code->name().find("_split=ohx2"), std::string::npos) << rows.code->name();
+  EXPECT_NE(rows.code->name().find("_dp2n"), std::string::npos) << rows.code->name();
+  // A single image has no pair: the f32 FMAs read dy and x widened once into the thread's
+  // slot, and the hot loop converts nothing.
+  ConvProblem single = problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 16, 56);
+  single.n = 1;
+  Compiled one = compile_for_target(single, t, 1);
   ASSERT_TRUE(one.code);
   EXPECT_NE(one.code->name().find("_wxdy"), std::string::npos) << one.code->name();
   EXPECT_EQ(one.disassembly.find("vdpbf16ps"), std::string::npos);

@@ -110,7 +110,8 @@ std::vector<Stmt> merge_pair_members(std::vector<Stmt> members) {
 
 /// Rewrites the packing copies into `wp` for the pair layout: the loop over output channels
 /// `o` runs over pairs, its body once per member with o = 2*o' + member, each store writing
-/// [.., o', i.., member] (both members' stores in one loop where they can be). Returns the number of loops rewritten.
+/// [.., o', i.., member] (both members' stores in one loop where they can be). Returns the
+/// number of loops rewritten.
 int pair_packing(std::vector<Stmt>& body, int wp, std::size_t od) {
   int rewritten = 0;
   for (Stmt& s : body) {
