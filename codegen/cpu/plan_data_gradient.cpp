@@ -80,8 +80,17 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   plan.pack_filter = !nchw && p.filter_in > 1 && p.oc > 1;
   plan.packed_filter_dtype = widens_to_f32(p.dtype, cpu) ? DType::kFloat32 : p.dtype;
 
+  // Channel-vector tiles (not the depthwise ones, whose border columns whole_width_rows
+  // covers): a border column's pixels are rows of the tiles down H, not one-row tiles each.
+  // Measured on Zen 5, one thread, 3x3 SAME from 512 channels to 512: 4x14x14 169-182 ->
+  // 226 GFLOP/s, 8x7x7 202 -> 276, 1x28x28 206 -> 237.
+  plan.border_columns_as_rows = !nchw && vectors && !plan.position_vectors && !p.depthwise;
   // Channel blocks as wide as the tile the model picks for a row of pixels, around each row
-  // when the whole packed filter stays in L2 between rows, around the image otherwise.
+  // when the whole packed filter stays in L2 between rows, around the image otherwise. But
+  // border columns down H need the image's rows inside the channel blocks: where the filter is
+  // wider than one column (there are border columns) the blocks go around the image, each
+  // block's slice of the filter then staying in L2 for all rows. Measured on Zen 5, two
+  // threads, bfloat16 3x3 SAME 128 -> 128: 8x28x28 878 -> 991 GFLOP/s, 4x112x112 958 -> 969.
   if (plan.pack_filter && !plan.position_vectors && p.groups == 1 && !p.depthwise && vectors) {
     const std::int64_t cols =
         plan.tiles.choose(TileForm::kOuterProduct, p.iw, p.ic, p.kh * p.kw * p.oc).cols;
@@ -90,18 +99,14 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
                                   dtype_size(plan.packed_filter_dtype);
       plan.channel_block = cols;
       plan.channel_blocks_around_rows =
-          filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes);
+          filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes) &&
+          !(plan.border_columns_as_rows && ceil_div_pos(p.kw_eff(), p.stride_w) > 1);
     }
   }
 
   plan.whole_width_rows =
       p.depthwise && !nchw && vectors &&
       static_cast<double>(p.kw_eff() - 1) >= kWholeWidthBorderShare * static_cast<double>(p.iw);
-  // Channel-vector tiles (not the depthwise ones, whose border columns whole_width_rows
-  // covers): a border column's pixels are rows of the tiles down H, not one-row tiles each.
-  // Measured on Zen 5, one thread, 3x3 SAME from 512 channels to 512: 4x14x14 169-182 ->
-  // 226 GFLOP/s, 8x7x7 202 -> 276, 1x28x28 206 -> 237.
-  plan.border_columns_as_rows = !nchw && vectors && !plan.position_vectors && !p.depthwise;
   plan.deinterleave_multiplier = !nchw && p.filter_in == 1 && p.groups > 1 && mult > 1;
   plan.widen_depthwise_operands = p.depthwise && !nchw && !plan.deinterleave_multiplier &&
                                   ir::accumulator_dtype(p.dtype) != p.dtype;

@@ -183,61 +183,58 @@ ConvProblem wide_backprop_data() {
   return p;
 }
 
+// Channel blocks go around each row when the packed filter stays in L2 and the filter is one
+// column wide (no border columns to tile down H).
 TEST(IrPassText, BlockChannelsAroundEachRowWhenTheFilterStaysInL2) {
   const TestTarget t = avx2_target(1 << 20);
-  LoopNest n = run(pack_filter, border_peel(lower(wide_backprop_data())), t);
+  ConvProblem one_column = wide_backprop_data();
+  one_column.kw = 1;
+  one_column.ow = 4;
+  LoopNest n = run(pack_filter, border_peel(lower(one_column)), t);
   EXPECT_EQ(print(run(block_channels, std::move(n), t)), R"(kernel backprop_data float32 NHWC
 buffer dx X float32 dims [1, 2, 4, 72] strides [576, 288, 72, 1]
-buffer w W float32 dims [1, 2, 72, 3] strides [432, 216, 3, 1]
-buffer dy Y float32 dims [1, 2, 3, 3] strides [18, 9, 3, 1]
-buffer wp scratch float32 dims [2, 1, 2, 3, 40] strides [240, 240, 120, 40, 1]
+buffer w W float32 dims [1, 1, 72, 3] strides [216, 216, 3, 1]
+buffer dy Y float32 dims [1, 2, 4, 3] strides [24, 12, 3, 1]
+buffer wp scratch float32 dims [2, 1, 1, 3, 40] strides [120, 120, 120, 40, 1]
 for pb in [0, 1):
   for pkh in [0, 1):
-    for pkw in [0, 2):
+    for pkw in [0, 1):
       for po in [0, 3):
         for pi in [0, 40):
           store wp[pb, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi, po]
 for pb in [0, 1):
   for pkh in [0, 1):
-    for pkw in [0, 2):
+    for pkw in [0, 1):
       for po in [0, 3):
         for pi in [0, 32):
           store wp[pb + 1, pkh, pkw, po, pi] = w[pkh, pkw, 40*pb + pi + 40, po]
 for n in [0, 1):
   for ih in [0, 2) "interior":
     for cb in [0, 1) "channel blocks":
-      for iw in [0, 1) "left":
+      for iw in [0, 4):
         for i in [0, 40):
           tile r:1 x v:1
             reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
-            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
-      for iw in [1, 3) "interior":
-        for i in [0, 40):
-          tile r:1 x v:1
-            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
             dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
-      for iw in [3, 4) "right":
-        for i in [0, 40):
-          tile r:1 x v:1
-            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
-            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
     for cb in [1, 2) "channel tail":
-      for iw in [0, 1) "left":
+      for iw in [0, 4):
         for i in [0, 32):
           tile r:1 x v:1
             reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
-            dx[n, ih, 0, i + 40*cb] = dy[n, ih - kh, -kw, o] * wp[cb, kh, kw, o, i]
-      for iw in [1, 3) "interior":
-        for i in [0, 32):
-          tile r:1 x v:1
-            reduce kh in [0, 1) kw in [0, 2) o in [0, 3)
             dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
-      for iw in [3, 4) "right":
-        for i in [0, 32):
-          tile r:1 x v:1
-            reduce kh in [0, 1) kw in [1, 2) o in [0, 3)
-            dx[n, ih, 3, i + 40*cb] = dy[n, ih - kh, -kw + 3, o] * wp[cb, kh, kw, o, i]
 )");
+}
+
+// With border columns (a 2-wide filter) the blocks go around the image even where the filter
+// stays in L2: border_columns_as_rows needs the image's rows inside each block.
+TEST(IrPassText, BlockChannelsAroundTheImageWhereBorderColumnsGoDownH) {
+  const TestTarget t = avx2_target(1 << 20);
+  LoopNest n = run(pack_filter, border_peel(lower(wide_backprop_data())), t);
+  const std::string text = print(run(block_channels, std::move(n), t));
+  EXPECT_NE(text.find(R"(  for cb in [0, 1) "channel blocks":
+    for ih in [0, 2) "interior":)"),
+            std::string::npos)
+      << text;
 }
 
 TEST(IrPassText, BlockChannelsAroundTheImageWhenTheFilterOutgrowsL2) {
