@@ -20,7 +20,21 @@ constexpr double kFilterL2Share = 0.5;
 // win once the borders are that few.
 constexpr double kWholeWidthBorderShare = 1.0 / 32;
 
+// Share of a row's positions (per stride residue) in its border columns above which channel
+// blocks go around the image, so the border columns run down H, rather than around each row,
+// which keeps each row's dy in cache across the blocks. Measured on Zen 5, two threads, 3x3
+// SAME input gradients (two border columns): 28 wide, bf16 128 -> 128 878 -> 991 GFLOP/s and
+// 256 -> 64 909 -> 1003; 56 wide, f32 128 -> 64 466 -> 514, AVX2 code 64 -> 64 254 -> 259;
+// 112 wide bf16 952 -> 944; 224 and 256 wide on AVX2 254 -> 247 (around the image lost there).
+constexpr double kBorderColumnsShare = 1.0 / 32;
+
 std::int64_t ceil_div_pos(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// The share of a residue row's positions that are border columns (some tap leaves dy).
+double border_columns_share(const ConvProblem& p) {
+  const std::int64_t taps = ceil_div_pos(p.kw_eff(), p.stride_w);
+  return static_cast<double>(taps - 1) / static_cast<double>(ceil_div_pos(p.iw, p.stride_w));
+}
 
 // NHWC with few input channels: a vector over 3 channels is mostly masked lanes, so W
 // positions become the vector and channels the rows, reading dy through a copy transposed to
@@ -87,10 +101,9 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   plan.border_columns_as_rows = !nchw && vectors && !plan.position_vectors && !p.depthwise;
   // Channel blocks as wide as the tile the model picks for a row of pixels, around each row
   // when the whole packed filter stays in L2 between rows, around the image otherwise. But
-  // border columns down H need the image's rows inside the channel blocks: where the filter is
-  // wider than one column (there are border columns) the blocks go around the image, each
-  // block's slice of the filter then staying in L2 for all rows. Measured on Zen 5, two
-  // threads, bfloat16 3x3 SAME 128 -> 128: 8x28x28 878 -> 991 GFLOP/s, 4x112x112 958 -> 969.
+  // border columns down H need the image's rows inside the channel blocks: where they are a
+  // share of the row worth it the blocks go around the image, each block's slice of the filter
+  // then staying in L2 for all rows (see kBorderColumnsShare).
   if (plan.pack_filter && !plan.position_vectors && p.groups == 1 && !p.depthwise && vectors) {
     const std::int64_t cols =
         plan.tiles.choose(TileForm::kOuterProduct, p.iw, p.ic, p.kh * p.kw * p.oc).cols;
@@ -100,7 +113,7 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
       plan.channel_block = cols;
       plan.channel_blocks_around_rows =
           filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes) &&
-          !(plan.border_columns_as_rows && ceil_div_pos(p.kw_eff(), p.stride_w) > 1);
+          !(plan.border_columns_as_rows && border_columns_share(p) >= kBorderColumnsShare);
     }
   }
 
