@@ -4,8 +4,8 @@
 // read by the instruction itself as {1to16}); b's interleaved pairs are dword lanes, loaded
 // once per pair and shared by all rows. A {1to16} operand on every instruction made a step
 // of 7 rows x 3 vectors issue 24 loads for 21 `vdpbf16ps` instead of 10, and on Zen 5 the
-// load ports, not the dot products, bounded it (about 52% of the `vdpbf16ps` peak). Accumulators are f32, loaded
-// from and rounded once to c like every other tile's.
+// load ports, not the dot products, bounded it (about 52% of the `vdpbf16ps` peak).
+// Accumulators are f32, loaded from and rounded once to c like every other tile's.
 #include <algorithm>
 
 #include "codegen/cpu/register_budget.hpp"
