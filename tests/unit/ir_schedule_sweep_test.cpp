@@ -270,9 +270,9 @@ std::int64_t copied_dy_extent(const LoopNest& nest) {
 // the rows it reads; and threads that each own a slice of dW's output channels, each pairing
 // all the images (copying the windows of dy its channels lie in). A blocked image too large
 // for half the L2 is copied chunk by chunk: dy's rows per chunk of output rows. Where no pair
-// forms (one image) the f32 tiles read dy widened per image instead. The threaded cases other than the slices have
-// activations large enough next to dW that the threads split the reduction. Each final nest
-// matches the reference.
+// forms (one image) the f32 tiles read dy widened per image instead. The threaded cases
+// other than the slices have activations large enough next to dW that the threads split the
+// reduction. Each final nest matches the reference.
 TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
   struct Case {
     std::int64_t n, hw, c, oc;
