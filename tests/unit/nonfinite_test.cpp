@@ -78,6 +78,16 @@ std::vector<ConvCase> cases() {
   d.stride_h = d.stride_w = 1;
   d.kh = d.kw = 4;
   add(d);  // a depth multiplier, an even filter
+  // bfloat16 with channel vectors: where the host has avx512_bf16, vdpbf16ps takes the input
+  // gradient's output channels and the filter gradient's images in pairs (both members real
+  // data: a pair never multiplies a padding tap).
+  const std::size_t dense = out.size();
+  for (std::size_t i = 0; i < dense; ++i) {
+    if (out[i].depthwise || out[i].c != 16) continue;
+    ConvCase h = out[i];
+    h.dtype = DType::kBFloat16;
+    out.push_back(h);
+  }
   std::vector<ConvCase> both;
   for (ConvCase x : out) {
     for (DataFormat f : {DataFormat::kNHWC, DataFormat::kNCHW}) {
