@@ -227,8 +227,8 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
   // also where image pairs would form over the batch but not over each thread's share of it
   // (UNet's batch of 2 on two threads: one image each, the f32 FMAs on widened copies).
   const bool pairs_span_threads = plan.batch_copies == BatchCopies::kPairs && p.n % 2 == 0 &&
-                                  (p.n / threads) % 2 != 0 && fewest_tap_rows(p) >= threads;
-  if (p.n % threads != 0 || pairs_span_threads) {
+                                  (p.n / threads) % 2 != 0;
+  if (p.n % threads != 0 || (pairs_span_threads && fewest_tap_rows(p) >= threads)) {
     plan.columns_outside_rows = true;
     if (fewest_tap_rows(p) >= threads) {
       plan.reduction_blocking = ReductionBlocking::kRowSplit;

@@ -65,16 +65,6 @@ bool pair_tile(const LoopNest& nest, int wp, Tile* t) {
   return true;
 }
 
-/// The innermost store of `s` when `s` is a chain of loops with one statement each.
-Store* chain_store(Stmt& s) {
-  Stmt* leaf = &s;
-  while (auto* l = std::get_if<Loop>(&leaf->node)) {
-    if (l->body.size() != 1) return nullptr;
-    leaf = &l->body[0];
-  }
-  return std::get_if<Store>(&leaf->node);
-}
-
 /// The two members' copies of a pair as one loop chain storing both members of a pair side
 /// by side, when each member is the same chain of loops around one store: the emitter then
 /// moves each pair as one 32-bit element (a transpose of dwords), where two separate loops of
@@ -83,28 +73,24 @@ Store* chain_store(Stmt& s) {
 /// Otherwise the members stay two loops.
 std::vector<Stmt> merge_pair_members(std::vector<Stmt> members) {
   if (members.size() != 2) return members;
-  Store* second = chain_store(members[1]);
-  if (chain_store(members[0]) == nullptr || second == nullptr) return members;
-  // Same loops (the members differ in their stores only).
-  const Stmt* a = &members[0];
+  Stmt merged = members[0];
+  Stmt* a = &merged;
   const Stmt* b = &members[1];
-  while (const auto* la = std::get_if<Loop>(&a->node)) {
+  Loop* innermost = nullptr;
+  while (auto* la = std::get_if<Loop>(&a->node)) {
     const auto* lb = std::get_if<Loop>(&b->node);
-    if (lb == nullptr || la->var != lb->var || la->begin != lb->begin || la->end != lb->end ||
-        la->step != lb->step) {
+    if (lb == nullptr || la->body.size() != 1 || lb->body.size() != 1 || la->var != lb->var ||
+        la->begin != lb->begin || la->end != lb->end || la->step != lb->step) {
       return members;
     }
+    innermost = la;
     a = &la->body[0];
     b = &lb->body[0];
   }
-  Stmt merged = members[0];
-  Stmt* leaf = &merged;
-  Loop* innermost = nullptr;
-  while (auto* l = std::get_if<Loop>(&leaf->node)) {
-    innermost = l;
-    leaf = &l->body[0];
+  const auto* second = std::get_if<Store>(&b->node);
+  if (innermost == nullptr || !std::holds_alternative<Store>(a->node) || second == nullptr) {
+    return members;
   }
-  if (innermost == nullptr) return members;
   innermost->body.push_back(Stmt{*second});
   return {std::move(merged)};
 }
