@@ -150,7 +150,40 @@ void choose_mma_tile(const GemmShape& g, CudaPlan* plan) {
       plan->tile_k = 8;
       break;
   }
-  plan->stages = (plan->math == CudaMath::kMmaTf32 || f64) ? 2 : 1;
+  // cp.async stages: three for the 16-bit kernels, whose tiles are small (a 64x64x32 stage is
+  // 10 KiB), so that two copies are in flight while one is multiplied; two for tf32 and f64,
+  // whose fragments come from shared memory element by element and hide less behind a copy.
+  // Never more stages than the reduction has k tiles (checked once split-K is known).
+  plan->stages = (plan->math == CudaMath::kMmaF16 || plan->math == CudaMath::kMmaBf16) ? 3 : 2;
+}
+
+/// How each tensor-core operand reaches shared memory (CudaOperandTile): x and y are NHWC or
+/// NCHW, w is always HWIO. In NHWC the channels have unit stride; they run along K for the
+/// forward x and the input gradient's dy and w, along M or N for the filter gradient's x and
+/// dy and the forward w. In NCHW, x's and y's unit stride is the column, along M (forward x,
+/// input-gradient dy) or K (filter gradient); columns are gathered element by element, as
+/// padding and stride decide each one's validity. Runs of 16 bytes are whole when the group's
+/// channels are a multiple of them.
+void choose_operand_tiles(CudaPlan* plan) {
+  const ConvProblem& p = plan->problem;
+  const bool nhwc = p.format == DataFormat::kNHWC;
+  const int run = 16 / dtype_size(p.dtype);
+  const bool in_runs = p.filter_in % run == 0;
+  const bool out_runs = p.oc_per_group() % run == 0;
+  switch (p.direction) {
+    case ConvDirection::kForward:
+      plan->operand_a = {nhwc, nhwc && in_runs};
+      plan->operand_b = {false, out_runs};
+      break;
+    case ConvDirection::kBackpropData:
+      plan->operand_a = {nhwc, nhwc && out_runs};
+      plan->operand_b = {true, out_runs};
+      break;
+    case ConvDirection::kBackpropFilter:
+      plan->operand_a = {!nhwc, nhwc && in_runs};
+      plan->operand_b = {!nhwc, nhwc && out_runs};
+      break;
+  }
 }
 
 /// Split-K for filter gradients: enough CTAs to fill the device twice, each slice at least 512
@@ -206,6 +239,8 @@ Status check_gemm_tile(const CudaPlan& p) {
     if (p.stages < 1 || p.stages > 4) {
       return invalid_argument("CUDA plan: stages must be 1 to 4");
     }
+    // Tiles of whole fragments hold whole 16-byte runs along every dimension (k steps of 16,
+    // 8, 4 and m/n steps of 8 against runs of 8, 4, 2 elements): no check of the runs needed.
   }
   CONVJIT_RETURN_IF_ERROR(check_threads(p.threads, p.device));
   if (p.shared_bytes() > p.device.shared_bytes_per_block) {
@@ -269,11 +304,9 @@ int CudaPlan::shared_bytes() const {
       return 0;
     case CudaAlgorithm::kImplicitGemm:
       return tile_k * (tile_m + tile_n) * acc;
-    case CudaAlgorithm::kTensorCore: {
-      const int elem = dtype_size(problem.dtype);
-      const int pad = math == CudaMath::kMmaF64 ? 1 : math == CudaMath::kMmaTf32 ? 4 : 8;
-      return stages * (tile_m + tile_n) * (tile_k + pad) * elem;
-    }
+    case CudaAlgorithm::kTensorCore:
+      return stages * (shared_stage_elements(true) + shared_stage_elements(false)) *
+             dtype_size(problem.dtype);
     case CudaAlgorithm::kDepthwise:
       if (problem.direction == ConvDirection::kBackpropData) {
         return static_cast<int>(problem.kh * problem.kw) * channel_block *
@@ -282,6 +315,32 @@ int CudaPlan::shared_bytes() const {
       return pixel_block * channel_block * multiplier_block * acc;
   }
   return 0;
+}
+
+// Rows are 16-byte multiples (cp.async and ldmatrix rows), padded so that the rows one
+// fragment load reads at once fall in different banks (for tiles of 16 or more along the row;
+// 8 wide tiles conflict two ways): 16-bit tiles by 16 bytes (ldmatrix reads 16-byte rows of 8
+// rows); tf32 rows of k by 4 words (lanes read word lane % 4 of rows lane / 4: rows 4 or 12
+// banks apart) and rows of m or n by 8 (lanes read rows lane % 4 at words lane / 4); f64 by 4
+// doubles (a half-warp reads 4 x 4 doubles; rows 4 or 12 double-banks apart).
+int CudaPlan::shared_row(bool of_a) const {
+  const CudaOperandTile& t = of_a ? operand_a : operand_b;
+  const int extent = of_a ? tile_m : tile_n;
+  switch (math) {
+    case CudaMath::kMmaF16:
+    case CudaMath::kMmaBf16:
+      return (t.k_contiguous ? tile_k : extent) + 8;
+    case CudaMath::kMmaTf32:
+      return t.k_contiguous ? tile_k + 4 : extent + 8;
+    default:
+      return (t.k_contiguous ? tile_k : extent) + 4;
+  }
+}
+
+int CudaPlan::shared_stage_elements(bool of_a) const {
+  const CudaOperandTile& t = of_a ? operand_a : operand_b;
+  const int extent = of_a ? tile_m : tile_n;
+  return (t.k_contiguous ? extent : tile_k) * shared_row(of_a);
 }
 
 std::size_t CudaPlan::workspace_bytes() const {
@@ -302,8 +361,11 @@ std::string CudaPlan::describe() const {
       text += fmt::format(" tile={}x{}x{} micro={}x{}", tile_m, tile_n, tile_k, micro_m, micro_n);
       break;
     case CudaAlgorithm::kTensorCore:
-      text += fmt::format(" tile={}x{}x{} warps={}x{} stages={}", tile_m, tile_n, tile_k, warps_m,
-                          warps_n, stages);
+      text += fmt::format(" tile={}x{}x{} warps={}x{} stages={} a={}{} b={}{}", tile_m, tile_n,
+                          tile_k, warps_m, warps_n, stages,
+                          operand_a.k_contiguous ? "k-rows" : "m-rows",
+                          operand_a.vector ? "/16B" : "", operand_b.k_contiguous ? "k-rows" : "n-rows",
+                          operand_b.vector ? "/16B" : "");
       break;
     case CudaAlgorithm::kDepthwise:
       text += fmt::format(" cblock={} pblock={} mblock={}", channel_block, pixel_block,
@@ -337,6 +399,10 @@ std::string cuda_kernel_name(const CudaPlan& p) {
       name +=
           fmt::format("mma_m{}n{}k{}_w{}x{}", p.tile_m, p.tile_n, p.tile_k, p.warps_m, p.warps_n);
       if (p.stages > 1) name += fmt::format("_s{}", p.stages);
+      // Each operand's shared tile: rows of k or of m/n, 16-byte (v) or element (e) copies.
+      name += fmt::format("_a{}{}b{}{}", p.operand_a.k_contiguous ? 'k' : 'm',
+                          p.operand_a.vector ? 'v' : 'e', p.operand_b.k_contiguous ? 'k' : 'n',
+                          p.operand_b.vector ? 'v' : 'e');
       break;
     case CudaAlgorithm::kDepthwise:
       if (p.problem.direction == ConvDirection::kBackpropData) {
@@ -462,12 +528,7 @@ Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
         p.warps_m = (*t)[0];
         p.warps_n = (*t)[1];
       }
-      if (mma) CONVJIT_RETURN_IF_ERROR(forced_int("stages", &p.stages));
-      if (mma && p.stages > 1 && p.math != CudaMath::kMmaTf32 && p.math != CudaMath::kMmaF64) {
-        return invalid_argument(
-            "CUDA plan: stages > 1 (a cp.async pipeline) is for the tf32 "
-            "and f64 tensor-core kernels");
-      }
+      if (mma) choose_operand_tiles(&p);
       p.threads = mma ? 32 * p.warps_m * p.warps_n
                       : (p.tile_m / std::max(1, p.micro_m)) * (p.tile_n / std::max(1, p.micro_n));
       CONVJIT_RETURN_IF_ERROR(check_gemm_tile(p));
@@ -477,6 +538,14 @@ Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
         p.split_k = choose_split(blocks, shape.k, device.sm_count);
         CONVJIT_RETURN_IF_ERROR(forced_int("splitk", &p.split_k));
         p.split_k = realised_split(shape.k, p.split_k);
+      }
+      if (mma) {
+        // The longest reduction one CTA walks (the input gradient's residue classes have
+        // fewer taps than the whole filter): more stages than its k tiles only cost memory.
+        const std::int64_t k_tiles = ceil_div(ceil_div(shape.k, p.split_k), p.tile_k);
+        p.stages = static_cast<int>(std::clamp<std::int64_t>(k_tiles, 1, p.stages));
+        CONVJIT_RETURN_IF_ERROR(forced_int("stages", &p.stages));
+        CONVJIT_RETURN_IF_ERROR(check_gemm_tile(p));  // the stages' range and shared memory
       }
       break;
     }

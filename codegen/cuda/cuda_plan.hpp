@@ -20,9 +20,21 @@ enum class CudaAlgorithm : std::uint8_t {
   kDirect,        // one thread per output element, the reduction in a loop (every op)
   kImplicitGemm,  // CTA tiles in shared memory, FFMA register tiles (fwd, dgrad by residue
                   // class, wgrad with split-K)
-  kTensorCore,    // the same GEMMs on mma.sync (f16/bf16 ldmatrix, tf32/f64 cp.async)
+  kTensorCore,    // the same GEMMs on mma.sync, operands through a cp.async pipeline
   kDepthwise,     // depthwise gradients: shared-memory filter tiles (dgrad) and a
                   // shared-memory reduction tile (wgrad, with split-K)
+};
+
+/// kTensorCore: how one GEMM operand reaches shared memory. Its tile is stored in the order
+/// the tensor has in memory, so the copies read consecutive addresses: rows of k
+/// ([m or n][k]; 16-bit fragments by ldmatrix) where the unit stride runs along K, rows of m
+/// or n ([k][m or n]; ldmatrix.trans) where it runs along M or N.
+struct CudaOperandTile {
+  bool k_contiguous = true;
+  /// Every aligned run of 16 bytes along the contiguous dimension is one tap of one pixel
+  /// (one validity) and 16-byte aligned when the tensor is: the copies are 16-byte cp.async
+  /// (element by element where the tensor's address is not 16-byte aligned).
+  bool vector = false;
 };
 
 /// The arithmetic of the inner product.
@@ -52,8 +64,9 @@ class CudaPlan final : public Plan {
   /// kImplicitGemm: each thread's register tile (tile_m / micro_m rows of threads).
   int micro_m = 0, micro_n = 0;
   /// kTensorCore: warps along M and N (each warp owns a (tile_m/warps_m) x (tile_n/warps_n)
-  /// block of mma fragments); stages of the cp.async pipeline (tf32 and f64).
+  /// block of mma fragments); stages of the cp.async pipeline; each operand's shared tile.
   int warps_m = 0, warps_n = 0, stages = 1;
+  CudaOperandTile operand_a, operand_b;
   /// Filter gradients: slices the N*OH*OW reduction is split into (each writes an
   /// accumulation-type workspace slice, summed in a fixed order by a second kernel).
   int split_k = 1;
@@ -73,6 +86,11 @@ class CudaPlan final : public Plan {
   std::size_t workspace_bytes() const;
   /// Shared memory the main kernel declares.
   int shared_bytes() const;
+  /// kTensorCore: elements per row of an operand's shared tile (a row of k, or of m or n,
+  /// padded so that the eight rows one ldmatrix or fragment load reads fall in different
+  /// banks), and elements per pipeline stage of it.
+  int shared_row(bool of_a) const;
+  int shared_stage_elements(bool of_a) const;
   /// The accumulation type's size: 8 for f64, else 4.
   int accumulator_bytes() const { return problem.dtype == DType::kFloat64 ? 8 : 4; }
 };

@@ -1,10 +1,13 @@
 // The implicit-GEMM kernel on tensor cores (mma.sync). A CTA of warps_m x warps_n warps
-// computes a tile_m x tile_n block of C; each warp owns a grid of mma fragments.
-//   f16/bf16: operands gathered into shared memory as 16-bit rows, fragments read with
-//             ldmatrix, mma.m16n8k16 with f32 accumulators.
-//   tf32/f64: operands copied into shared memory with cp.async (zero-fill for padding) in a
-//             `stages`-deep pipeline; fragments read from shared memory, mma.m16n8k8 (tf32,
-//             rounded from f32 in registers) or mma.m8n8k4 (f64).
+// computes a tile_m x tile_n block of C; each warp owns a grid of mma fragments. The operands
+// go through a `stages`-deep cp.async pipeline: while the warps multiply slice t, the copies of
+// slices t+1 .. t+stages-1 are in flight. Each operand's shared tile keeps the tensor's memory
+// order (CudaOperandTile): rows of k, or rows of m/n read back transposed, filled by 16-byte
+// cp.async runs (zero-filled where the run is padding or past the tile's edge) or element by
+// element where runs are not whole or the tensor is not 16-byte aligned.
+//   f16/bf16: fragments by ldmatrix (.trans for rows of m/n), mma.m16n8k16, f32 accumulators.
+//   tf32: fragments read from shared memory and rounded in registers, mma.m16n8k8.
+//   f64: mma.m8n8k4 (DMMA).
 #include "codegen/cuda/cuda_generators.hpp"
 
 namespace convjit::codegen::cuda_gen {
@@ -14,7 +17,6 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 struct MmaShape {
   int frag_m, frag_k;
-  int pad;           // elements of padding per shared row
   int acc_per_lane;  // accumulators per lane per fragment
   const char* smem_type;
 };
@@ -23,59 +25,191 @@ MmaShape mma_shape(CudaMath math) {
   switch (math) {
     case CudaMath::kMmaF16:
     case CudaMath::kMmaBf16:
-      return {16, 16, 8, 4, "unsigned short"};
+      return {16, 16, 4, "unsigned short"};
     case CudaMath::kMmaTf32:
-      return {16, 8, 4, 4, "float"};
+      return {16, 8, 4, "float"};
     default:
-      return {8, 4, 1, 2, "double"};
+      return {8, 4, 2, "double"};
   }
 }
 
-void emit_sixteen_bit_loads(CodeWriter& out, const GemmSpec& s, int tm, int tn, int tk, int row,
-                            int threads) {
-  out.open("for (int e = tid; e < {}; e += {})", tm * tk, threads);
-  out.line("const int kk = e % {}, mm = e / {};", tk, tk);
-  out.line("const cj_index m = tile_m + mm, k = k0 + kk;");
-  out.line("const cj_index offset = m < kM && k < k_end ? {}_a_offset(group, m, k) : -1;", s.tag);
-  out.line(
-      "CJ_STS(a_tile, mm * {} + kk, offset >= 0 ? CJ_LDG(a_src, offset).bits : (unsigned short)0);",
-      row);
-  out.close();
-  out.open("for (int e = tid; e < {}; e += {})", tn * tk, threads);
-  out.line("const int kk = e % {}, nn = e / {};", tk, tk);
-  out.line("const cj_index col = tile_n + nn, k = k0 + kk;");
-  out.line("const cj_index offset = col < kN && k < k_end ? {}_b_offset(group, k, col) : -1;",
-           s.tag);
-  out.line(
-      "CJ_STS(b_tile, nn * {} + kk, offset >= 0 ? CJ_LDG(b_src, offset).bits : (unsigned short)0);",
-      row);
-  out.close();
+/// One operand's shared tile as the generator writes it.
+struct OperandTile {
+  CudaOperandTile order;
+  char name;            // 'a' or 'b'
+  std::string offset;   // the gather call for element (mn, k): "tag_a_offset(group, mn, k)"
+  std::string bound;    // the operand's M or N extent constant: kM or kN
+  std::string origin;   // the CTA's first m or n: tile_m or tile_n
+  int extent;           // tile_m or tile_n
+  int row;              // elements per shared row
+  int stage_elements;   // elements per pipeline stage
+
+  /// The shared index of element (mn, k) within a stage starting at `base`.
+  std::string at(std::string_view base, std::string_view mn, std::string_view k) const {
+    return order.k_contiguous ? fmt::format("{} + ({}) * {} + {}", base, mn, row, k)
+                              : fmt::format("{} + ({}) * {} + {}", base, k, row, mn);
+  }
+};
+
+OperandTile operand_tile(const CudaPlan& plan, const GemmSpec& s, bool a) {
+  OperandTile t;
+  t.order = a ? plan.operand_a : plan.operand_b;
+  t.name = a ? 'a' : 'b';
+  t.offset = a ? fmt::format("{}_a_offset(group, mn, k)", s.tag)
+               : fmt::format("{}_b_offset(group, k, mn)", s.tag);
+  t.bound = a ? "kM" : "kN";
+  t.origin = a ? "tile_m" : "tile_n";
+  t.extent = a ? plan.tile_m : plan.tile_n;
+  t.row = plan.shared_row(a);
+  t.stage_elements = plan.shared_stage_elements(a);
+  return t;
 }
 
-void emit_async_stage_loader(CodeWriter& out, const GemmSpec& s, int tm, int tn, int tk, int row,
-                             int threads, int bytes) {
-  out.line("// Copies the k0 slice into `stage` (cp.async; padding and tails zero-filled).");
+/// The copies of one operand's k0 slice into `stage`: 16-byte runs where the plan has them
+/// and the tensor is aligned, else element by element (cp.async of 4 or 8 bytes, or a load
+/// and a shared store for 16-bit elements, which cp.async cannot move alone).
+void emit_operand_copy(CodeWriter& out, const OperandTile& t, int tk, int threads, int bytes) {
+  const char n = t.name;
+  const std::string dst_base = fmt::format("stage * {}", t.stage_elements);
+  // Threads walk the contiguous dimension fastest (consecutive addresses per warp), `run`
+  // elements at a time; `rolled` keeps a rare path's loop rolled (little code, little NVRTC
+  // time).
+  auto copy_loop = [&](int run, bool rolled) {
+    const bool k_fastest = t.order.k_contiguous;
+    const int along = (k_fastest ? tk : t.extent) / run;
+    const int total = tk * t.extent / run;
+    if (rolled) out.line("CJ_NO_UNROLL");
+    out.open("for (int e = tid; e < {}; e += {})", total, threads);
+    const std::string fastest =
+        run > 1 ? fmt::format("(e % {}) * {}", along, run) : fmt::format("e % {}", along);
+    if (k_fastest) {
+      out.line("const int kk = {}, mm = e / {};", fastest, along);
+    } else {
+      out.line("const int mm = {}, kk = e / {};", fastest, along);
+    }
+    out.line("const cj_index mn = {} + mm, k = k0 + kk;", t.origin);
+    out.line("const cj_index offset = mn < {} && k < k_end ? {} : -1;", t.bound, t.offset);
+    const std::string dst = t.at(dst_base, "mm", "kk");
+    if (run > 1) {
+      out.line("cj_cp_async_16(&{}_tile[{}], {}_src + (offset >= 0 ? offset : 0), offset >= 0 ? "
+               "16 : 0);",
+               n, dst, n);
+    } else if (bytes == 2) {
+      out.line("CJ_STS({}_tile, {}, offset >= 0 ? CJ_LDG({}_src, offset).bits : (unsigned "
+               "short)0);",
+               n, dst, n);
+    } else {
+      out.line("cj_cp_async_{}(&{}_tile[{}], {}_src + (offset >= 0 ? offset : 0), offset >= 0 ? "
+               "{} : 0);",
+               bytes, n, dst, n, bytes);
+    }
+    out.close();
+  };
+  if (t.order.vector) {
+    out.open("if ({}_runs)", n);
+    copy_loop(16 / bytes, false);
+    out.close();
+    out.open("else");  // a misaligned view: the rare path
+    copy_loop(1, true);
+    out.close();
+  } else {
+    copy_loop(1, false);
+  }
+}
+
+void emit_stage_loader(CodeWriter& out, const OperandTile& a, const OperandTile& b, int tk,
+                       int threads, int bytes) {
+  out.line("// Copies the k0 slice of both operands into `stage` (one cp.async group).");
   out.open("auto load_stage = [&](int stage, cj_index k0)");
-  out.open("for (int e = tid; e < {}; e += {})", tm * tk, threads);
-  out.line("const int kk = e % {}, mm = e / {};", tk, tk);
-  out.line("const cj_index m = tile_m + mm, k = k0 + kk;");
-  out.line("const cj_index offset = m < kM && k < k_end ? {}_a_offset(group, m, k) : -1;", s.tag);
-  out.line(
-      "cj_cp_async_{}(&a_tile[(stage * {} + mm) * {} + kk], a_src + (offset >= 0 ? offset : 0),",
-      bytes, tm, row);
-  out.line("               offset >= 0 ? {} : 0);", bytes);
-  out.close();
-  out.open("for (int e = tid; e < {}; e += {})", tn * tk, threads);
-  out.line("const int kk = e % {}, nn = e / {};", tk, tk);
-  out.line("const cj_index col = tile_n + nn, k = k0 + kk;");
-  out.line("const cj_index offset = col < kN && k < k_end ? {}_b_offset(group, k, col) : -1;",
-           s.tag);
-  out.line(
-      "cj_cp_async_{}(&b_tile[(stage * {} + nn) * {} + kk], b_src + (offset >= 0 ? offset : 0),",
-      bytes, tn, row);
-  out.line("               offset >= 0 ? {} : 0);", bytes);
-  out.close();
+  emit_operand_copy(out, a, tk, threads, bytes);
+  emit_operand_copy(out, b, tk, threads, bytes);
   out.close("};");
+}
+
+/// The fragments of k step `ks` of the current stage and their mma.sync.
+void emit_fragments_and_mma(CodeWriter& out, const CudaPlan& plan, const OperandTile& a,
+                            const OperandTile& b, int fm_count, int fn_count) {
+  switch (plan.math) {
+    case CudaMath::kMmaF16:
+    case CudaMath::kMmaBf16: {
+      // ldmatrix: lane l gives the row address of matrix l / 8. A's four 8x8 matrices are
+      // (m 0-7, k 0-7), (m 8-15, k 0-7), (m 0-7, k 8-15), (m 8-15, k 8-15); B's two are
+      // (n 0-7, k 0-7), (n 0-7, k 8-15). Rows of k are the matrices' rows; rows of m/n are
+      // their columns, read with .trans.
+      out.line("unsigned a_frag[{}][4], b_frag[{}][2];", fm_count, fn_count);
+      out.line("CJ_UNROLL");
+      out.line("for (int i = 0; i < {}; ++i)", fm_count);
+      if (a.order.k_contiguous) {
+        out.line("  cj_ldmatrix_x4(a_frag[i], &a_tile[{}]);",
+                 a.at("a_base", "warp_m + i * 16 + lane % 16", "ks + (lane / 16) * 8"));
+      } else {
+        out.line("  cj_ldmatrix_x4_trans(a_frag[i], &a_tile[{}]);",
+                 a.at("a_base", "warp_m + i * 16 + ((lane / 8) % 2) * 8",
+                      "ks + lane % 8 + (lane / 16) * 8"));
+      }
+      out.line("CJ_UNROLL");
+      out.line("for (int j = 0; j < {}; ++j)", fn_count);
+      if (b.order.k_contiguous) {
+        out.line("  cj_ldmatrix_x2(b_frag[j], &b_tile[{}]);",
+                 b.at("b_base", "warp_n + j * 8 + lane % 8", "ks + ((lane / 8) % 2) * 8"));
+      } else {
+        out.line("  cj_ldmatrix_x2_trans(b_frag[j], &b_tile[{}]);",
+                 b.at("b_base", "warp_n + j * 8", "ks + lane % 8 + ((lane / 8) % 2) * 8"));
+      }
+      const char* mma =
+          plan.math == CudaMath::kMmaF16 ? "cj_mma_m16n8k16_f16" : "cj_mma_m16n8k16_bf16";
+      out.line("CJ_UNROLL");
+      out.line("for (int i = 0; i < {}; ++i)", fm_count);
+      out.line("  CJ_UNROLL");
+      out.line("  for (int j = 0; j < {}; ++j) {}(acc[i][j], a_frag[i], b_frag[j]);", fn_count, mma);
+      break;
+    }
+    case CudaMath::kMmaTf32: {
+      // m16n8k8 fragments (PTX ISA): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+      // b0 (k t, n g), b1 (k t + 4, n g); g = lane / 4, t = lane % 4.
+      out.line("unsigned a_frag[{}][4], b_frag[{}][2];", fm_count, fn_count);
+      out.line("CJ_UNROLL");
+      out.open("for (int i = 0; i < {}; ++i)", fm_count);
+      out.line("const int m = warp_m + i * 16 + lane / 4, k = ks + lane % 4;");
+      out.line("a_frag[i][0] = cj_f32_to_tf32(CJ_LDS(a_tile, {}));", a.at("a_base", "m", "k"));
+      out.line("a_frag[i][1] = cj_f32_to_tf32(CJ_LDS(a_tile, {}));", a.at("a_base", "m + 8", "k"));
+      out.line("a_frag[i][2] = cj_f32_to_tf32(CJ_LDS(a_tile, {}));", a.at("a_base", "m", "k + 4"));
+      out.line("a_frag[i][3] = cj_f32_to_tf32(CJ_LDS(a_tile, {}));",
+               a.at("a_base", "m + 8", "k + 4"));
+      out.close();
+      out.line("CJ_UNROLL");
+      out.open("for (int j = 0; j < {}; ++j)", fn_count);
+      out.line("const int n = warp_n + j * 8 + lane / 4, k = ks + lane % 4;");
+      out.line("b_frag[j][0] = cj_f32_to_tf32(CJ_LDS(b_tile, {}));", b.at("b_base", "n", "k"));
+      out.line("b_frag[j][1] = cj_f32_to_tf32(CJ_LDS(b_tile, {}));", b.at("b_base", "n", "k + 4"));
+      out.close();
+      out.line("CJ_UNROLL");
+      out.line("for (int i = 0; i < {}; ++i)", fm_count);
+      out.line("  CJ_UNROLL");
+      out.line(
+          "  for (int j = 0; j < {}; ++j) cj_mma_m16n8k8_tf32(acc[i][j], a_frag[i], b_frag[j]);",
+          fn_count);
+      break;
+    }
+    default: {
+      // m8n8k4 f64: a (m lane / 4, k lane % 4), b (k lane % 4, n lane / 4).
+      out.line("double a_frag[{}], b_frag[{}];", fm_count, fn_count);
+      out.line("CJ_UNROLL");
+      out.line("for (int i = 0; i < {}; ++i)", fm_count);
+      out.line("  a_frag[i] = CJ_LDS(a_tile, {});",
+               a.at("a_base", "warp_m + i * 8 + lane / 4", "ks + lane % 4"));
+      out.line("CJ_UNROLL");
+      out.line("for (int j = 0; j < {}; ++j)", fn_count);
+      out.line("  b_frag[j] = CJ_LDS(b_tile, {});",
+               b.at("b_base", "warp_n + j * 8 + lane / 4", "ks + lane % 4"));
+      out.line("CJ_UNROLL");
+      out.line("for (int i = 0; i < {}; ++i)", fm_count);
+      out.line("  CJ_UNROLL");
+      out.line("  for (int j = 0; j < {}; ++j) cj_mma_m8n8k4_f64(acc[i][j], a_frag[i], b_frag[j]);",
+               fn_count);
+      break;
+    }
+  }
 }
 
 }  // namespace
@@ -85,11 +219,11 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
   const MmaShape shape = mma_shape(plan.math);
   const int tm = plan.tile_m, tn = plan.tile_n, tk = plan.tile_k;
   const int threads = plan.threads;
-  const int row = tk + shape.pad;
   const int wtm = tm / plan.warps_m, wtn = tn / plan.warps_n;
   const int fm_count = wtm / shape.frag_m, fn_count = wtn / 8;
   const int stages = plan.stages;
-  const bool sixteen_bit = plan.math == CudaMath::kMmaF16 || plan.math == CudaMath::kMmaBf16;
+  const int bytes = dtype_size(plan.problem.dtype);
+  const OperandTile a = operand_tile(plan, s, true), b = operand_tile(plan, s, false);
   const std::int64_t tiles_n = ceil_div(s.n, tn);
   launch->symbol = s.symbol;
   launch->block = {static_cast<std::uint32_t>(threads), 1, 1};
@@ -99,9 +233,10 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
   launch->shared_bytes = plan.shared_bytes();
 
   emit_gemm_offsets(out, s);
-  out.line("// CTA tile {}x{}x{} on {}x{} warps, each {} x {} fragments of {}x8x{}{}.", tm, tn, tk,
-           plan.warps_m, plan.warps_n, fm_count, fn_count, shape.frag_m, shape.frag_k,
-           stages > 1 ? fmt::format("; {}-stage cp.async pipeline", stages) : std::string());
+  out.line("// CTA tile {}x{}x{} on {}x{} warps, each {} x {} fragments of {}x8x{}; {}-stage "
+           "cp.async pipeline.",
+           tm, tn, tk, plan.warps_m, plan.warps_n, fm_count, fn_count, shape.frag_m, shape.frag_k,
+           stages);
   out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", threads, s.symbol);
   out.line("const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.{});", s.a);
   out.line("const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.{});", s.b);
@@ -110,12 +245,20 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
   } else {
     out.line("elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.{});", s.c);
   }
+  for (const OperandTile* t : {&a, &b}) {
+    if (!t->order.vector) continue;
+    out.line("// 16-byte runs of {} need a 16-byte aligned tensor (a view may start anywhere).",
+             t->name);
+    out.line("const bool {0}_runs = reinterpret_cast<unsigned long long>({0}_src) % 16 == 0;",
+             t->name);
+  }
   out.line("constexpr cj_index kM = {}, kN = {}, kK = {}, kKPerSplit = {};", s.m, s.n, s.k,
            s.k_per_split);
-  out.line("CJ_SHARED({}, a_tile, {});  // [stage][m][k], rows of {}", shape.smem_type,
-           stages * tm * row, row);
-  out.line("CJ_SHARED({}, b_tile, {});  // [stage][n][k], rows of {}", shape.smem_type,
-           stages * tn * row, row);
+  for (const OperandTile* t : {&a, &b}) {
+    out.line("CJ_SHARED({}, {}_tile, {});  // [stage][{}][{}], rows of {}", shape.smem_type,
+             t->name, stages * t->stage_elements, t->order.k_contiguous ? t->name == 'a' ? "m" : "n" : "k",
+             t->order.k_contiguous ? "k" : t->name == 'a' ? "m" : "n", t->row);
+  }
   out.line("const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;");
   out.line("const int warp_m = (warp % {}) * {}, warp_n = (warp / {}) * {};", plan.warps_m, wtm,
            plan.warps_m, wtn);
@@ -132,106 +275,26 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
   out.line("    CJ_UNROLL");
   out.line("    for (int r = 0; r < {}; ++r) acc[i][j][r] = 0;", shape.acc_per_lane);
 
-  if (sixteen_bit) {
-    const char* mma =
-        plan.math == CudaMath::kMmaF16 ? "cj_mma_m16n8k16_f16" : "cj_mma_m16n8k16_bf16";
-    out.open("for (cj_index k0 = k_begin; k0 < k_end; k0 += {})", tk);
-    emit_sixteen_bit_loads(out, s, tm, tn, tk, row, threads);
-    out.line("__syncthreads();");
-    out.line("CJ_UNROLL");
-    out.open("for (int ks = 0; ks < {}; ks += 16)", tk);
-    out.line("unsigned a_frag[{}][4], b_frag[{}][2];", fm_count, fn_count);
-    out.line("CJ_UNROLL");
-    out.line("for (int i = 0; i < {}; ++i)", fm_count);
-    out.line(
-        "  cj_ldmatrix_x4(a_frag[i], &a_tile[(warp_m + i * 16 + lane % 16) * {} + ks + (lane / 16) "
-        "* 8]);",
-        row);
-    out.line("CJ_UNROLL");
-    out.line("for (int j = 0; j < {}; ++j)", fn_count);
-    out.line(
-        "  cj_ldmatrix_x2(b_frag[j], &b_tile[(warp_n + j * 8 + lane % 8) * {} + ks + ((lane / 8) % "
-        "2) * 8]);",
-        row);
-    out.line("CJ_UNROLL");
-    out.line("for (int i = 0; i < {}; ++i)", fm_count);
-    out.line("  CJ_UNROLL");
-    out.line("  for (int j = 0; j < {}; ++j) {}(acc[i][j], a_frag[i], b_frag[j]);", fn_count, mma);
-    out.close();
-    out.line("__syncthreads();");
-    out.close();
-  } else {
-    const bool f64 = plan.math == CudaMath::kMmaF64;
-    emit_async_stage_loader(out, s, tm, tn, tk, row, threads, f64 ? 8 : 4);
-    out.line("const cj_index k_tiles = (k_end - k_begin + {}) / {};", tk - 1, tk);
-    if (stages > 1) {
-      out.line("CJ_UNROLL");
-      out.open("for (int stage = 0; stage < {}; ++stage)", stages - 1);
-      out.line("if (stage < k_tiles) load_stage(stage, k_begin + stage * {});", tk);
-      out.line("cj_cp_async_commit();");
-      out.close();
-    }
-    out.open("for (cj_index t = 0; t < k_tiles; ++t)");
-    out.line("const cj_index next = t + {};", stages - 1);
-    out.line("if (next < k_tiles) load_stage(int(next % {}), k_begin + next * {});", stages, tk);
-    out.line("cj_cp_async_commit();");
-    out.line("cj_cp_async_wait<{}>();  // slice t has landed", stages - 1);
-    out.line("__syncthreads();");
-    out.line("const int a_base = int(t % {}) * {}, b_base = int(t % {}) * {};", stages, tm, stages,
-             tn);
-    out.line("CJ_UNROLL");
-    if (f64) {
-      out.open("for (int ks = 0; ks < {}; ks += 4)", tk);
-      out.line("double a_frag[{}], b_frag[{}];", fm_count, fn_count);
-      out.line("CJ_UNROLL");
-      out.line("for (int i = 0; i < {}; ++i)", fm_count);
-      out.line(
-          "  a_frag[i] = CJ_LDS(a_tile, (a_base + warp_m + i * 8 + lane / 4) * {} + ks + lane % "
-          "4);",
-          row);
-      out.line("CJ_UNROLL");
-      out.line("for (int j = 0; j < {}; ++j)", fn_count);
-      out.line(
-          "  b_frag[j] = CJ_LDS(b_tile, (b_base + warp_n + j * 8 + lane / 4) * {} + ks + lane % "
-          "4);",
-          row);
-      out.line("CJ_UNROLL");
-      out.line("for (int i = 0; i < {}; ++i)", fm_count);
-      out.line("  CJ_UNROLL");
-      out.line("  for (int j = 0; j < {}; ++j) cj_mma_m8n8k4_f64(acc[i][j], a_frag[i], b_frag[j]);",
-               fn_count);
-      out.close();
-    } else {
-      out.open("for (int ks = 0; ks < {}; ks += 8)", tk);
-      out.line("unsigned a_frag[{}][4], b_frag[{}][2];", fm_count, fn_count);
-      out.line("CJ_UNROLL");
-      out.open("for (int i = 0; i < {}; ++i)", fm_count);
-      out.line("const int r0 = (a_base + warp_m + i * 16 + lane / 4) * {}, r8 = r0 + 8 * {};", row,
-               row);
-      out.line("const int k = ks + lane % 4;");
-      out.line("a_frag[i][0] = cj_f32_to_tf32(CJ_LDS(a_tile, r0 + k));");
-      out.line("a_frag[i][1] = cj_f32_to_tf32(CJ_LDS(a_tile, r8 + k));");
-      out.line("a_frag[i][2] = cj_f32_to_tf32(CJ_LDS(a_tile, r0 + k + 4));");
-      out.line("a_frag[i][3] = cj_f32_to_tf32(CJ_LDS(a_tile, r8 + k + 4));");
-      out.close();
-      out.line("CJ_UNROLL");
-      out.open("for (int j = 0; j < {}; ++j)", fn_count);
-      out.line("const int n0 = (b_base + warp_n + j * 8 + lane / 4) * {};", row);
-      out.line("b_frag[j][0] = cj_f32_to_tf32(CJ_LDS(b_tile, n0 + ks + lane % 4));");
-      out.line("b_frag[j][1] = cj_f32_to_tf32(CJ_LDS(b_tile, n0 + ks + lane % 4 + 4));");
-      out.close();
-      out.line("CJ_UNROLL");
-      out.line("for (int i = 0; i < {}; ++i)", fm_count);
-      out.line("  CJ_UNROLL");
-      out.line(
-          "  for (int j = 0; j < {}; ++j) cj_mma_m16n8k8_tf32(acc[i][j], a_frag[i], b_frag[j]);",
-          fn_count);
-      out.close();
-    }
-    out.line("__syncthreads();  // the stage is free for the next copy");
-    out.close();
-    out.line("cj_cp_async_wait<0>();");
-  }
+  emit_stage_loader(out, a, b, tk, threads, bytes);
+  out.line("const cj_index k_tiles = (k_end - k_begin + {}) / {};", tk - 1, tk);
+  // One loop both fills the pipeline and drains it, so load_stage is inlined once (half the
+  // code NVRTC compiles): iteration t copies slice t and multiplies slice t - (stages - 1).
+  out.open("for (cj_index t = 0; t < k_tiles + {}; ++t)", stages - 1);
+  out.line("if (t < k_tiles) load_stage(int(t % {}), k_begin + t * {});", stages, tk);
+  out.line("cj_cp_async_commit();");
+  if (stages > 1) out.line("if (t < {}) continue;", stages - 1);
+  out.line("const cj_index slice = t - {};", stages - 1);
+  out.line("cj_cp_async_wait<{}>();  // the slice has landed", stages - 1);
+  out.line("__syncthreads();");
+  out.line("const int a_base = int(slice % {}) * {}, b_base = int(slice % {}) * {};", stages,
+           a.stage_elements, stages, b.stage_elements);
+  out.line("CJ_UNROLL");
+  out.open("for (int ks = 0; ks < {}; ks += {})", tk, shape.frag_k);
+  emit_fragments_and_mma(out, plan, a, b, fm_count, fn_count);
+  out.close();
+  out.line("__syncthreads();  // the stage is free for the next copy");
+  out.close();
+  out.line("cj_cp_async_wait<0>();");
 
   // Epilogue: the accumulator fragment layout (PTX ISA): lane / 4 is the row within 8,
   // (lane % 4) * 2 + (r % 2) the column; m16 fragments hold rows +8 in r = 2, 3.

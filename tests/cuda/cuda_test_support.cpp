@@ -117,18 +117,43 @@ std::string run_interpreted_job(const CudaJob& job, std::uint64_t seed, bool rep
                                 : reference_ptrs.y) = want.data();
   run_reference(p, reference_ptrs);
   out->fill(std::numeric_limits<double>::quiet_NaN());  // unwritten elements cannot pass
-  const OperandPointers run_ptrs{x.data(), w.data(), y.data()};
+  OperandPointers run_ptrs{x.data(), w.data(), y.data()};
+  // job.misaligned: the kernel runs on copies placed one element past a 16-byte boundary.
+  const std::size_t elem = static_cast<std::size_t>(dtype_size(p.dtype));
+  auto bytes_of = [&](const TestTensor& t) { return static_cast<std::size_t>(t.elements()) * elem; };
+  std::vector<std::byte> shifted[3];
+  TestTensor* tensors[3] = {&x, &w, &y};
+  void** pointers[3] = {&run_ptrs.x, &run_ptrs.w, &run_ptrs.y};
+  if (job.misaligned) {
+    for (int i = 0; i < 3; ++i) {
+      shifted[i].resize(bytes_of(*tensors[i]) + 32);
+      std::byte* base = shifted[i].data();
+      base += (16 - reinterpret_cast<std::uintptr_t>(base) % 16) % 16 + elem;
+      if (bytes_of(*tensors[i]) > 0) std::memcpy(base, tensors[i]->data(), bytes_of(*tensors[i]));
+      *pointers[i] = base;
+    }
+  }
+  auto copy_out_back = [&] {
+    if (job.misaligned && bytes_of(*out) > 0) {
+      std::memcpy(out->data(), run_ptrs.get(out_role), bytes_of(*out));
+    }
+  };
   codegen::RunContext context;
   context.parallel_for = runtime::resolve_parallel_for({}, repeat ? 3 : 1);
   Status s = (*code)->run(run_ptrs, context);
   if (!s.is_ok()) return "run: " + s.to_string();
+  copy_out_back();
   const ::testing::AssertionResult close = all_close(out->view(), want.view(), job_tolerance(job));
   if (!close) return close.message();
   if (repeat) {
     TestTensor first = *out;
     out->fill(std::numeric_limits<double>::quiet_NaN());
+    if (job.misaligned && bytes_of(*out) > 0) {
+      std::memcpy(run_ptrs.get(out_role), out->data(), bytes_of(*out));
+    }
     s = (*code)->run(run_ptrs, context);
     if (!s.is_ok()) return "second run: " + s.to_string();
+    copy_out_back();
     const std::size_t bytes =
         static_cast<std::size_t>(out->elements()) * static_cast<std::size_t>(dtype_size(p.dtype));
     if (bytes > 0 && std::memcmp(first.data(), out->data(), bytes) != 0) {

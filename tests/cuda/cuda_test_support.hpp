@@ -22,6 +22,8 @@ struct CudaJob {
   std::string label;   // the descriptor's text
   std::string forced;  // PlanOptions::forced
   MathMode math = MathMode::kExact;
+  /// Every tensor starts one element past a 16-byte boundary (a view into a larger buffer).
+  bool misaligned = false;
 };
 
 /// The forced plans that exercise every code path the generator has for `problem`:

@@ -192,13 +192,74 @@ std::string plan_name(const OpDescriptor& d, const char* target, MathMode math =
   return plan ? (*plan)->kernel_name : "error: " + plan.status().message();
 }
 
+// Each tensor-core operand's shared tile follows the tensor's memory order, with 16-byte
+// copies where a group's channels hold whole runs (8 16-bit, 4 f32, 2 f64 elements).
+TEST(CudaPlanModel, OperandTilesFollowTheTensorsMemoryOrder) {
+  auto tiles = [](OpDescriptor d, DType dtype, DataFormat format, MathMode math,
+                  const std::string& forced = "") {
+    d.dtype = dtype;
+    if (format == DataFormat::kNCHW) {
+      d.data_format = format;
+      auto to_nchw = [](std::vector<std::int64_t> s) {
+        return s.empty() ? s : std::vector<std::int64_t>{s[0], s[3], s[1], s[2]};
+      };
+      d.input = to_nchw(d.input);
+      d.out_backprop = to_nchw(d.out_backprop);
+    }
+    const std::string name = plan_name(d, "sm_90", math, forced);
+    const std::size_t at = name.rfind("_a");
+    return at == std::string::npos ? name : name.substr(at + 2, 5);
+  };
+  OpDescriptor wgrad = filter_gradient(2, 8);
+  wgrad.input = {2, 8, 8, 16};
+  wgrad.filter = {3, 3, 16, 24};
+  wgrad.out_backprop = {2, 8, 8, 24};
+  OpDescriptor dgrad = wgrad;
+  dgrad.op = OpKind::kConv2DBackpropInput;
+  OpDescriptor fwd = wgrad;
+  fwd.op = OpKind::kConv2D;
+  fwd.out_backprop.clear();
+  const auto nhwc = DataFormat::kNHWC, nchw = DataFormat::kNCHW;
+  const auto exact = MathMode::kExact, tf32 = MathMode::kTF32;
+  // NHWC: channels along K for the forward x and the input gradient's dy and w; along M and
+  // N for the filter gradient's x and dy and the forward w.
+  EXPECT_EQ(tiles(fwd, DType::kBFloat16, nhwc, exact), "kvbnv");
+  EXPECT_EQ(tiles(dgrad, DType::kBFloat16, nhwc, exact), "kvbkv");
+  EXPECT_EQ(tiles(wgrad, DType::kBFloat16, nhwc, exact), "mvbnv");
+  // NCHW: x and dy are gathered along their columns; w (HWIO) keeps its runs.
+  EXPECT_EQ(tiles(fwd, DType::kHalf, nchw, exact), "mebnv");
+  EXPECT_EQ(tiles(dgrad, DType::kHalf, nchw, exact), "mebkv");
+  EXPECT_EQ(tiles(wgrad, DType::kHalf, nchw, exact), "kebke");
+  // 24 output channels hold runs of 8 16-bit elements; 12 do not (runs of 4 f32 still fit).
+  wgrad.filter = {3, 3, 16, 12};
+  wgrad.out_backprop = {2, 8, 8, 12};
+  EXPECT_EQ(tiles(wgrad, DType::kBFloat16, nhwc, exact), "mvbne");
+  EXPECT_EQ(tiles(wgrad, DType::kFloat32, nhwc, tf32), "mvbnv");
+  wgrad.filter = {3, 3, 16, 6};
+  wgrad.out_backprop = {2, 8, 8, 6};
+  EXPECT_EQ(tiles(wgrad, DType::kFloat64, nhwc, exact), "mvbnv");
+  EXPECT_EQ(tiles(wgrad, DType::kFloat32, nhwc, tf32), "mvbne");
+  // Stages: three for 16-bit operands, two for tf32 and f64, never more than the k tiles.
+  fwd.input = {8, 32, 32, 64};
+  fwd.filter = {3, 3, 64, 64};
+  fwd.dtype = DType::kHalf;
+  EXPECT_NE(plan_name(fwd, "sm_90").find("_s3_"), std::string::npos) << plan_name(fwd, "sm_90");
+  fwd.dtype = DType::kFloat32;
+  EXPECT_NE(plan_name(fwd, "sm_90", tf32).find("_s2_"), std::string::npos)
+      << plan_name(fwd, "sm_90", tf32);
+  fwd.filter = {1, 1, 64, 64};
+  fwd.dtype = DType::kHalf;  // K = 64: two k tiles of 32
+  EXPECT_NE(plan_name(fwd, "sm_90").find("_s2_"), std::string::npos) << plan_name(fwd, "sm_90");
+}
+
 TEST(CudaPlanModel, ChoosesAlgorithmFromProblemAndDevice) {
   OpDescriptor d = filter_gradient(1, 8);
   EXPECT_EQ(plan_name(d, "sm_80"), "cuda_sm80_f32_bwd_filter_nhwc_igemm_m128n8k8_t8x1");
   EXPECT_EQ(plan_name(d, "sm_80", MathMode::kTF32),
-            "cuda_sm80_f32_tf32_bwd_filter_nhwc_mma_m64n8k16_w4x1_s2");
+            "cuda_sm80_f32_tf32_bwd_filter_nhwc_mma_m64n8k16_w4x1_s2_amvbnv");
   d.dtype = DType::kBFloat16;
-  EXPECT_EQ(plan_name(d, "sm_90"), "cuda_sm90_bf16_bwd_filter_nhwc_mma_m64n8k32_w4x1");
+  // Three stages for 16-bit operands, but no more than the reduction's k tiles (2 here).
+  EXPECT_EQ(plan_name(d, "sm_90"), "cuda_sm90_bf16_bwd_filter_nhwc_mma_m64n8k32_w4x1_s2_amvbnv");
   EXPECT_EQ(plan_name(d, "sm_75"), "cuda_sm75_bf16_bwd_filter_nhwc_igemm_m128n8k8_t8x1");
   d.dtype = DType::kFloat64;
   EXPECT_EQ(plan_name(d, "sm_86"), "cuda_sm86_f64_bwd_filter_nhwc_igemm_m128n8k8_t8x1");

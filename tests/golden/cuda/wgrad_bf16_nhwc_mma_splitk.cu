@@ -1,12 +1,12 @@
-// kernel cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_sk4
+// kernel cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_s3_amvbnv_sk4
 // workspace 294912
 // tensors 65536 36864 131072 w
-// launch cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_sk4 5 1 4 128 1 1 10240
-// launch cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_sk4_reduce 72 1 1 256 1 1 0
+// launch cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_s3_amvbnv_sk4 5 1 4 128 1 1 27648
+// launch cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_s3_amvbnv_sk4_reduce 72 1 1 256 1 1 0
 // 
-// convjit CUDA kernel cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_sk4
+// convjit CUDA kernel cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_s3_amvbnv_sk4
 // problem: direction=backprop_filter depthwise=false dtype=bfloat16 format=NHWC n=4 ih=16 iw=16 ic=32 kh=3 kw=3 filter_in=32 oc=64 groups=1 oh=16 ow=16 strides=[1,1] dilations=[1,1] pads=[1,1,1,1]
-// plan:    target=sm_80 algo=mma math=bf16 tile=64x64x32 warps=2x2 stages=1 threads=128 splitk=4 smem=10240 workspace=294912
+// plan:    target=sm_80 algo=mma math=bf16 tile=64x64x32 warps=2x2 stages=3 a=m-rows/16B b=n-rows/16B threads=128 splitk=4 smem=27648 workspace=294912
 // Generated for this problem only: every size and stride is a constant.
 
 typedef cj_bf16 elem_t;  // the tensors' element type
@@ -56,14 +56,18 @@ CJ_DEVICE cj_index wgrad_c_offset(cj_index group, cj_index m, cj_index col) {
   return m * kOutC + group * kOutCPerGroup + col;
 }
 
-// CTA tile 64x64x32 on 2x2 warps, each 2 x 4 fragments of 16x8x16.
-CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_sk4(cj_args args) {
+// CTA tile 64x64x32 on 2x2 warps, each 2 x 4 fragments of 16x8x16; 3-stage cp.async pipeline.
+CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_s3_amvbnv_sk4(cj_args args) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.x);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.y);
   acc_t* __restrict__ c_dst = static_cast<acc_t*>(args.workspace);
+  // 16-byte runs of a need a 16-byte aligned tensor (a view may start anywhere).
+  const bool a_runs = reinterpret_cast<unsigned long long>(a_src) % 16 == 0;
+  // 16-byte runs of b need a 16-byte aligned tensor (a view may start anywhere).
+  const bool b_runs = reinterpret_cast<unsigned long long>(b_src) % 16 == 0;
   constexpr cj_index kM = 288, kN = 64, kK = 1024, kKPerSplit = 256;
-  CJ_SHARED(unsigned short, a_tile, 2560);  // [stage][m][k], rows of 40
-  CJ_SHARED(unsigned short, b_tile, 2560);  // [stage][n][k], rows of 40
+  CJ_SHARED(unsigned short, a_tile, 6912);  // [stage][k][m], rows of 72
+  CJ_SHARED(unsigned short, b_tile, 6912);  // [stage][k][n], rows of 72
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int warp_m = (warp % 2) * 32, warp_n = (warp / 2) * 32;
   const cj_index group = blockIdx.y / 1;
@@ -78,36 +82,69 @@ CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n6
     for (int j = 0; j < 4; ++j)
       CJ_UNROLL
       for (int r = 0; r < 4; ++r) acc[i][j][r] = 0;
-  for (cj_index k0 = k_begin; k0 < k_end; k0 += 32) {
-    for (int e = tid; e < 2048; e += 128) {
-      const int kk = e % 32, mm = e / 32;
-      const cj_index m = tile_m + mm, k = k0 + kk;
-      const cj_index offset = m < kM && k < k_end ? wgrad_a_offset(group, m, k) : -1;
-      CJ_STS(a_tile, mm * 40 + kk, offset >= 0 ? CJ_LDG(a_src, offset).bits : (unsigned short)0);
+  // Copies the k0 slice of both operands into `stage` (one cp.async group).
+  auto load_stage = [&](int stage, cj_index k0) {
+    if (a_runs) {
+      for (int e = tid; e < 256; e += 128) {
+        const int mm = (e % 8) * 8, kk = e / 8;
+        const cj_index mn = tile_m + mm, k = k0 + kk;
+        const cj_index offset = mn < kM && k < k_end ? wgrad_a_offset(group, mn, k) : -1;
+        cj_cp_async_16(&a_tile[stage * 2304 + (kk) * 72 + mm], a_src + (offset >= 0 ? offset : 0), offset >= 0 ? 16 : 0);
+      }
     }
-    for (int e = tid; e < 2048; e += 128) {
-      const int kk = e % 32, nn = e / 32;
-      const cj_index col = tile_n + nn, k = k0 + kk;
-      const cj_index offset = col < kN && k < k_end ? wgrad_b_offset(group, k, col) : -1;
-      CJ_STS(b_tile, nn * 40 + kk, offset >= 0 ? CJ_LDG(b_src, offset).bits : (unsigned short)0);
+    else {
+      CJ_NO_UNROLL
+      for (int e = tid; e < 2048; e += 128) {
+        const int mm = e % 64, kk = e / 64;
+        const cj_index mn = tile_m + mm, k = k0 + kk;
+        const cj_index offset = mn < kM && k < k_end ? wgrad_a_offset(group, mn, k) : -1;
+        CJ_STS(a_tile, stage * 2304 + (kk) * 72 + mm, offset >= 0 ? CJ_LDG(a_src, offset).bits : (unsigned short)0);
+      }
     }
+    if (b_runs) {
+      for (int e = tid; e < 256; e += 128) {
+        const int mm = (e % 8) * 8, kk = e / 8;
+        const cj_index mn = tile_n + mm, k = k0 + kk;
+        const cj_index offset = mn < kN && k < k_end ? wgrad_b_offset(group, k, mn) : -1;
+        cj_cp_async_16(&b_tile[stage * 2304 + (kk) * 72 + mm], b_src + (offset >= 0 ? offset : 0), offset >= 0 ? 16 : 0);
+      }
+    }
+    else {
+      CJ_NO_UNROLL
+      for (int e = tid; e < 2048; e += 128) {
+        const int mm = e % 64, kk = e / 64;
+        const cj_index mn = tile_n + mm, k = k0 + kk;
+        const cj_index offset = mn < kN && k < k_end ? wgrad_b_offset(group, k, mn) : -1;
+        CJ_STS(b_tile, stage * 2304 + (kk) * 72 + mm, offset >= 0 ? CJ_LDG(b_src, offset).bits : (unsigned short)0);
+      }
+    }
+  };
+  const cj_index k_tiles = (k_end - k_begin + 31) / 32;
+  for (cj_index t = 0; t < k_tiles + 2; ++t) {
+    if (t < k_tiles) load_stage(int(t % 3), k_begin + t * 32);
+    cj_cp_async_commit();
+    if (t < 2) continue;
+    const cj_index slice = t - 2;
+    cj_cp_async_wait<2>();  // the slice has landed
     __syncthreads();
+    const int a_base = int(slice % 3) * 2304, b_base = int(slice % 3) * 2304;
     CJ_UNROLL
     for (int ks = 0; ks < 32; ks += 16) {
       unsigned a_frag[2][4], b_frag[4][2];
       CJ_UNROLL
       for (int i = 0; i < 2; ++i)
-        cj_ldmatrix_x4(a_frag[i], &a_tile[(warp_m + i * 16 + lane % 16) * 40 + ks + (lane / 16) * 8]);
+        cj_ldmatrix_x4_trans(a_frag[i], &a_tile[a_base + (ks + lane % 8 + (lane / 16) * 8) * 72 + warp_m + i * 16 + ((lane / 8) % 2) * 8]);
       CJ_UNROLL
       for (int j = 0; j < 4; ++j)
-        cj_ldmatrix_x2(b_frag[j], &b_tile[(warp_n + j * 8 + lane % 8) * 40 + ks + ((lane / 8) % 2) * 8]);
+        cj_ldmatrix_x2_trans(b_frag[j], &b_tile[b_base + (ks + lane % 8 + ((lane / 8) % 2) * 8) * 72 + warp_n + j * 8]);
       CJ_UNROLL
       for (int i = 0; i < 2; ++i)
         CJ_UNROLL
         for (int j = 0; j < 4; ++j) cj_mma_m16n8k16_bf16(acc[i][j], a_frag[i], b_frag[j]);
     }
-    __syncthreads();
+    __syncthreads();  // the stage is free for the next copy
   }
+  cj_cp_async_wait<0>();
   CJ_UNROLL
   for (int i = 0; i < 2; ++i) {
     CJ_UNROLL
@@ -124,7 +161,7 @@ CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n6
 }
 
 // The split-K slices of the filter gradient, summed in slice order (deterministic).
-CJ_KERNEL void CJ_LAUNCH_BOUNDS(256, 2) cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_sk4_reduce(cj_args args) {
+CJ_KERNEL void CJ_LAUNCH_BOUNDS(256, 2) cuda_sm80_bf16_bwd_filter_nhwc_mma_m64n64k32_w2x2_s3_amvbnv_sk4_reduce(cj_args args) {
   const acc_t* __restrict__ workspace = static_cast<const acc_t*>(args.workspace);
   elem_t* __restrict__ w = static_cast<elem_t*>(args.w);
   for (cj_index e = cj_index(blockIdx.x) * 256 + threadIdx.x; e < kWElements; e += cj_index(gridDim.x) * 256) {
