@@ -237,10 +237,13 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
   } else {
     // Everything fits in half the L2 already: blocking would only add parts. With the NCHW
     // per-call copy of dy, whole images are the chunks so the copy can follow the images; not
-    // for half types, which that form would round into dW per image.
+    // for half types, which that form would round into dW per image. The depthwise copies of
+    // x and dy likewise, for every type (their tiles accumulate in f32 partial sums).
     const bool fits = static_cast<double>(p.n) * chunk_bytes(p, p.oh) <=
                       kL2Share * static_cast<double>(cpu.l2_bytes);
-    if (!fits || (plan.channels_last_out_backprop && !half)) {
+    const bool copies_follow_images =
+        (plan.channels_last_out_backprop && !half) || plan.channels_last_copies;
+    if (!fits || copies_follow_images) {
       plan.reduction_blocking = ReductionBlocking::kBatchChunks;
       plan.whole_image_chunks = fits;
       plan.columns_outside_rows = true;
@@ -249,8 +252,9 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
       // no blocking at all, its columns still outside its rows (x and dy outgrow L2, so the
       // operand the row blocks reread is one column block's dy). Each thread's images are a
       // whole number of chunks.
-      const bool per_image_copies =
-          plan.channels_last_out_backprop || plan.batch_copies != BatchCopies::kNone;
+      const bool per_image_copies = plan.channels_last_out_backprop ||
+                                    plan.channels_last_copies ||
+                                    plan.batch_copies != BatchCopies::kNone;
       if (!per_image_copies) {
         plan.chunk_images = images_per_chunk(p, plan, p.n / threads);
         if (plan.chunk_images == p.n) {
@@ -282,7 +286,12 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
 
 }  // namespace
 
-void plan_filter_gradient(const ConvProblem& p, CpuPlan& plan) {
+void plan_filter_gradient(const ConvProblem& problem, CpuPlan& plan) {
+  // From here on the schedule sees the problem in the layout its tiles run in (an NCHW
+  // depthwise problem as NHWC, on per-image channels-last copies of x and dy).
+  plan.channels_last_copies = wants_channels_last_copies(problem, plan.cpu);
+  ConvProblem p = problem;
+  if (plan.channels_last_copies) p.format = DataFormat::kNHWC;
   if (choose_output_slices(p, plan)) {
     // Everything else is decided for one slice on one thread.
     const int threads = plan.threads;

@@ -21,8 +21,9 @@ bool widens_to_f32(DType dtype, const CpuInfo& cpu);
 /// memory, and whole-line non-temporal stores pay.
 bool output_outgrows_llc(const ConvProblem& problem, const CpuInfo& cpu);
 
-/// Whether an NCHW forward or input-gradient problem runs the NHWC schedule between
-/// channels-last copies of its activations (the copies cost less than NCHW's tiles lose).
+/// Whether an NCHW forward, input-gradient or depthwise filter-gradient problem runs the NHWC
+/// schedule on channels-last copies of its activations (the copies cost less than NCHW's tiles
+/// lose).
 bool wants_channels_last_copies(const ConvProblem& problem, const CpuInfo& cpu);
 
 /// The input gradient's decisions (layout, copies, packing, blocks, pairs); returns the

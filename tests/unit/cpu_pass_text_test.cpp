@@ -469,6 +469,38 @@ for fn in [0, 1):
   EXPECT_EQ(run(channels_last_copies, lower(forward), t).problem.format, DataFormat::kNHWC);
 }
 
+// The NCHW depthwise filter gradient runs NHWC's channel-vector tiles on channels-last copies
+// of x and dy, in f32 for bfloat16 (widened once), each image copied into its thread's slot
+// inside the batch loop the split made: the scratches hold one image per thread.
+TEST(IrPassText, ChannelsLastDepthwiseFilterGradientCopiesXAndDyPerImageSlot) {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropFilter;
+  p.format = DataFormat::kNCHW;
+  p.depthwise = true;
+  p.dtype = DType::kBFloat16;
+  p.n = 4;
+  p.ih = p.iw = p.oh = p.ow = 24;
+  p.ic = p.oc = p.groups = 16;
+  p.filter_in = 1;
+  p.kh = p.kw = 3;
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+  TestTarget t = avx2_target(1 << 20);
+  t.num_threads = 2;
+  const std::string text = print(lower_and_schedule(p, t));
+  for (const char* expected :
+       {"buffer xc scratch float32 dims [2, 24, 24, 16] strides [9216, 384, 16, 1]",
+        "buffer dyc scratch float32 dims [2, 24, 24, 16] strides [9216, 384, 16, 1]",
+        "for chunk in [0, 2) parallel:", "  for nb in [0, 2) \"batch\":",
+        "          store dyc[chunk, yoh, yow, yo] = dy[nb + 2*chunk, yoh, yow, yo]",
+        "          store xc[chunk, xih, xiw, xi] = x[nb + 2*chunk, xih, xiw, xi]"}) {
+    EXPECT_NE(text.find(expected), std::string::npos) << expected << "\n" << text;
+  }
+  // Every tile reads the copies, none the caller's NCHW tensors.
+  EXPECT_EQ(text.find("* dy["), std::string::npos) << text;
+  EXPECT_EQ(text.find("+= x["), std::string::npos) << text;
+  EXPECT_NE(text.find("+= xc[chunk, "), std::string::npos) << text;
+}
+
 // The NCHW input gradient's channels-last copies of a batch of 3 on one thread: each image is
 // copied in, computed and copied out before the next, so both scratches hold one image.
 TEST(IrPassText, PrivatizeBatchCopiesWalksImagesThroughOneSlotPerThread) {

@@ -40,7 +40,9 @@ OpDescriptor desc_of(OpKind op, DataFormat format, std::vector<std::int64_t> inp
   const std::int64_t ow =
       padding == Padding::kSame ? (w + stride - 1) / stride : (w - d.filter[1] + stride) / stride;
   const std::int64_t oc =
-      op == OpKind::kDepthwiseConv2dNativeBackpropInput ? d.filter[2] * d.filter[3] : d.filter[3];
+      op == OpKind::kDepthwiseConv2dNativeBackpropInput || op == OpKind::kDepthwiseConv2dNativeBackpropFilter
+          ? d.filter[2] * d.filter[3]
+          : d.filter[3];
   d.out_backprop = cl ? std::vector<std::int64_t>{d.input[0], oh, ow, oc}
                       : std::vector<std::int64_t>{d.input[0], oc, oh, ow};
   return d;
@@ -95,6 +97,19 @@ std::vector<ScratchCase> scratch_cases() {
       {"nchw_depthwise_input_gradient_stride2",
        desc_of(kDepthwiseConv2dNativeBackpropInput, nchw, {16, 8, 12, 12}, {3, 3, 8, 2}, 2,
                Padding::kSame)},
+      // NCHW depthwise filter gradient: channels-last copies of x and dy, one image per thread
+      // (18 images: the batch divides among 1, 2 and 3 threads; 17: rows of every image split
+      // among the threads, each copying the images into its own slot), and in bfloat16.
+      {"nchw_depthwise_filter_gradient",
+       desc_of(kDepthwiseConv2dNativeBackpropFilter, nchw, {18, 16, 12, 12}, {3, 3, 16, 1}, 1,
+               Padding::kSame)},
+      {"nchw_depthwise_filter_gradient_odd_batch",
+       desc_of(kDepthwiseConv2dNativeBackpropFilter, nchw, {17, 16, 12, 12}, {3, 3, 16, 2}, 2,
+               Padding::kSame)},
+      {"nchw_depthwise_filter_gradient_bf16",
+       with_dtype(desc_of(kDepthwiseConv2dNativeBackpropFilter, nchw, {18, 16, 12, 12},
+                          {3, 3, 16, 1}, 1, Padding::kSame),
+                  DType::kBFloat16)},
   };
 }
 

@@ -1,4 +1,5 @@
-// Channels-last copies (NCHW forward and backprop data). In NCHW the tiles of these ops can only
+// Channels-last copies (NCHW forward, backprop data, depthwise backprop filter). In NCHW the
+// tiles of these ops can only
 // take vectors along W, with rows over a few channels: each tile then walks a window of every
 // channel of the operand it reduces over, which outgrows L1, and the kernels ran at a third
 // (input gradient) to a sixth (forward) of the NHWC speed. With enough channels to fill
@@ -12,11 +13,17 @@
 //
 // (Not for an input gradient's 1x1 filter at stride 1, whose W-vector tiles need no such
 // window, nor for too few channels to fill a vector: see wants_channels_last_copies.)
+// The depthwise filter gradient reads both activations and writes dW (HWIO in both layouts):
+// xc and dyc are copied in, in the accumulator type (a 16-bit element is then widened once,
+// not at each of the kh*kw taps that read it), and nothing is copied out. Its NCHW tiles were
+// single elements (each channel's plane reduced by scalar FMAs); NHWC's are channel vectors.
 // The nest is rebuilt from the NHWC lowering of the same problem, with its X and Y buffers
 // turned into those scratches; the passes after this one see an NHWC problem. The scratches
-// are as large as the activations until privatize_batch_copies gives each thread one image's
-// slot (TensorFlow's own CPU kernels convert NCHW to NHWC the same way).
+// are as large as the activations until privatize_batch_copies (the filter gradient:
+// privatize_filter_gradient_copy, in parallelize) gives each thread one image's slot
+// (TensorFlow's own CPU kernels convert NCHW to NHWC the same way).
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "ir/lower.hpp"
@@ -31,12 +38,39 @@ LoopNest channels_last_copies(LoopNest nest, const CpuPlan& plan) {
   const ConvProblem& p = nest.problem;
   if (!plan.channels_last_copies || p.format != DataFormat::kNCHW) return nest;
   const bool forward = p.direction == ConvDirection::kForward;
-  if (!forward && p.direction != ConvDirection::kBackpropData) return nest;
   ConvProblem channels_last = p;
   channels_last.format = DataFormat::kNHWC;
   LoopNest out = lower(channels_last);
   const int xc = out.buffer_of_kind(BufferKind::kX);
   const int yc = out.buffer_of_kind(BufferKind::kY);
+  // The caller's NCHW tensors, as the NCHW lowering described them.
+  auto caller_tensor = [&](BufferKind kind) {
+    return nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(kind))];
+  };
+  if (p.direction == ConvDirection::kBackpropFilter) {
+    const DType wide = accumulator_dtype(p.dtype);
+    const std::vector<std::string> x_names{"xn", "xih", "xiw", "xi"};
+    const std::vector<std::string> y_names{"yn", "yoh", "yow", "yo"};
+    std::vector<Stmt> copies;
+    for (const auto& [copy, kind, name, role, names] :
+         {std::tuple{xc, BufferKind::kX, "xc", BufferRole::kInputCopy, &x_names},
+          std::tuple{yc, BufferKind::kY, "dyc", BufferRole::kOutBackpropCopy, &y_names}}) {
+      Buffer& b = out.buffers[static_cast<std::size_t>(copy)];
+      b.name = name;
+      b.role = role;
+      b.kind = BufferKind::kScratch;
+      b.dtype = wide;
+      const std::vector<std::int64_t> extents = b.dims;  // [n][h][w][c]
+      const int caller = out.add_buffer(caller_tensor(kind));
+      copies.push_back(copy_nest(out, extents, *names, copy, caller,
+                                 [](const std::vector<Affine>& v) {
+                                   return std::vector<IndexExpr>{v[0], v[1], v[2], v[3]};
+                                 }));
+    }
+    out.body.insert(out.body.begin(), std::make_move_iterator(copies.begin()),
+                    std::make_move_iterator(copies.end()));
+    return out;
+  }
   // The operand the tiles read is copied in, the one they write copied out.
   const int read_copy = forward ? xc : yc;
   const int written_copy = forward ? yc : xc;
@@ -47,10 +81,6 @@ LoopNest channels_last_copies(LoopNest nest, const CpuPlan& plan) {
   written_buffer.name = forward ? "yc" : "dxc";
   written_buffer.role = BufferRole::kOutputCopy;
   read_buffer.kind = written_buffer.kind = BufferKind::kScratch;
-  // The caller's NCHW tensors, as the NCHW lowering described them.
-  auto caller_tensor = [&](BufferKind kind) {
-    return nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(kind))];
-  };
   const int x = out.add_buffer(caller_tensor(BufferKind::kX));
   const int y = out.add_buffer(caller_tensor(BufferKind::kY));
   const int read = forward ? x : y;

@@ -78,10 +78,13 @@ void unwrap_single_trips(std::vector<Stmt>& body) {
 }  // namespace
 
 LoopNest parallelize(LoopNest nest, const CpuPlan& plan) {
-  // A filter gradient's copy of dy moves into the batch loop the split made, one image per
-  // chunk, before loops are marked parallel (so the copy never becomes a parallel loop of its
-  // own).
-  if (plan.channels_last_out_backprop) privatize_filter_gradient_copy(nest);
+  // A filter gradient's copies (dy; x and dy for the NCHW depthwise one) move into the batch
+  // loop the split made, one image per chunk, before loops are marked parallel (so a copy
+  // never becomes a parallel loop of its own).
+  if (plan.channels_last_out_backprop || plan.channels_last_copies) {
+    while (privatize_filter_gradient_copy(nest)) {
+    }
+  }
   // Output slices are the threads' split (spread_output_slices): each slice runs serially.
   if (plan.threads <= 1 || plan.output_slices > 1) return nest;
   // A split reduction already has its parallel loop at the top; what follows it is small.
