@@ -8,15 +8,27 @@
    (PyTorch: NCHW tensors, then channels_last modules and batch).
 
     python benchmarks/frameworks.py [--frameworks torch,jax,tf] [--steps 10] [--quick]
+                                    [--steady-malloc]
 
-Prints one table per framework. Figures mean something only on a quiet machine; record them in
-docs/PERFORMANCE.md with the machine's description. --quick runs tiny sizes (a smoke test).
+Prints one table per framework, with the minor page faults per training step of each side:
+a step frees and allocates activation-sized tensors, and glibc's malloc returns freed memory
+at the top of its heap to the system whenever the free space there passes its (moving) trim
+threshold, so the next tensor placed there is faulted in page by page (~1 ms per 6 MB). Which
+side that hits depends on the heap's layout, not on the convolutions. --steady-malloc re-runs
+the benchmark with glibc's trim and mmap thresholds fixed high (GLIBC_TUNABLES), which keeps
+freed memory mapped as jemalloc or tcmalloc would, and times the steps without that noise.
+Figures mean something only on a quiet machine; record them in docs/PERFORMANCE.md with the
+machine's description. --quick runs tiny sizes (a smoke test).
 """
 
 import argparse
+import os
+import resource
 import statistics
 import sys
 import time
+
+STEADY_MALLOC = "glibc.malloc.mmap_threshold=1073741824:glibc.malloc.trim_threshold=4294967296"
 
 
 def median_seconds(fn, repeats, warmup=3):
@@ -30,19 +42,35 @@ def median_seconds(fn, repeats, warmup=3):
     return statistics.median(times)
 
 
+def minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
 def alternating_medians(ours, theirs, repeats, warmup=3):
     """Median seconds of two functions timed in turns, so that drift in clocks or load over the
-    run (large on a shared machine) hits both alike."""
+    run (large on a shared machine) hits both alike, and each one's mean minor page faults per
+    call."""
     for _ in range(warmup):
         ours()
         theirs()
     times = ([], [])
+    faults = [0, 0]
     for _ in range(repeats):
-        for fn, out in ((ours, times[0]), (theirs, times[1])):
+        for side, fn in enumerate((ours, theirs)):
+            before = minor_faults()
             start = time.perf_counter()
             fn()
-            out.append(time.perf_counter() - start)
-    return statistics.median(times[0]), statistics.median(times[1])
+            times[side].append(time.perf_counter() - start)
+            faults[side] += minor_faults() - before
+    return (statistics.median(times[0]), statistics.median(times[1]), faults[0] / repeats,
+            faults[1] / repeats)
+
+
+def step_rows(label, measured):
+    """The step's time row (with the ratio) and its page-fault row (without)."""
+    ours, theirs, faults_ours, faults_theirs = measured
+    return [(label + " (ms)", ours * 1e3, theirs * 1e3),
+            ("  page faults per step", faults_ours, faults_theirs, None)]
 
 
 def bench_torch(args):
@@ -76,15 +104,15 @@ def bench_torch(args):
             opt.step()
         return run
 
-    a, b = alternating_medians(step(ours), step(theirs), args.steps)
-    rows.append(("ResNet block step (ms)", a * 1e3, b * 1e3))
+    rows += step_rows("ResNet block step", alternating_medians(step(ours), step(theirs),
+                                                               args.steps))
     # The same with the modules and the batch in channels_last memory, the layout PyTorch's
     # own CPU convolutions prefer and the one convjit's NHWC kernels read without copies.
     ours.to(memory_format=torch.channels_last)
     theirs.to(memory_format=torch.channels_last)
     batch = batch.contiguous(memory_format=torch.channels_last)
-    a, b = alternating_medians(step(ours), step(theirs), args.steps)
-    rows.append(("  channels_last (ms)", a * 1e3, b * 1e3))
+    rows += step_rows("  channels_last", alternating_medians(step(ours), step(theirs),
+                                                             args.steps))
     return "torch %s, %d threads" % (torch.__version__, torch.get_num_threads()), rows
 
 
@@ -125,8 +153,8 @@ def bench_jax(args):
             return [a - 0.01 * b for a, b in zip(p, g)]
         return lambda: jax.block_until_ready(step(params, batch))
 
-    a, b = alternating_medians(make_step(conv_ours), make_step(conv_theirs), args.steps)
-    rows.append(("ResNet block step (ms)", a * 1e3, b * 1e3))
+    rows += step_rows("ResNet block step", alternating_medians(
+        make_step(conv_ours), make_step(conv_theirs), args.steps))
     return "jax %s" % jax.__version__, rows
 
 
@@ -166,8 +194,8 @@ def bench_tf(args):
             opt.apply_gradients(zip(grads, model.trainable_variables))
         return step
 
-    a, b = alternating_medians(make_step(ours), make_step(theirs), args.steps)
-    rows.append(("ResNet block step (ms)", a * 1e3, b * 1e3))
+    rows += step_rows("ResNet block step", alternating_medians(make_step(ours),
+                                                               make_step(theirs), args.steps))
     return "tensorflow %s" % tf.__version__, rows
 
 
@@ -180,7 +208,16 @@ def main():
     parser.add_argument("--steps", type=int, default=10, help="timed training steps")
     parser.add_argument("--calls", type=int, default=1000, help="timed tiny calls")
     parser.add_argument("--quick", action="store_true", help="tiny sizes: a smoke test")
+    parser.add_argument("--steady-malloc", action="store_true",
+                        help="run with glibc's trim and mmap thresholds fixed (no page-fault "
+                             "noise from the heap's trimming)")
     args = parser.parse_args()
+    if args.steady_malloc and os.environ.get("GLIBC_TUNABLES") != STEADY_MALLOC:
+        # The tunables are read when the process starts: start again with them.
+        env = dict(os.environ, GLIBC_TUNABLES=STEADY_MALLOC)
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+    if os.environ.get("GLIBC_TUNABLES"):
+        print("GLIBC_TUNABLES=%s" % os.environ["GLIBC_TUNABLES"])
     args.batch, args.size, args.channels = (2, 8, 8) if args.quick else (8, 56, 64)
     if args.quick:
         args.steps, args.calls = min(args.steps, 2), min(args.calls, 20)
@@ -191,8 +228,9 @@ def main():
             parser.error("unknown framework %r (torch, jax, tf)" % name)
         title, rows = BENCHES[name](args)
         print("\n%s\n%-26s %12s %12s %8s" % (title, "", "convjit", "own", "ratio"))
-        for label, ours, theirs in rows:
-            print("%-26s %12.1f %12.1f %8.2f" % (label, ours, theirs, theirs / ours))
+        for label, ours, theirs, *ratio in rows:
+            print("%-26s %12.1f %12.1f %8s" % (label, ours, theirs,
+                                                "" if ratio else "%.2f" % (theirs / ours)))
     return 0
 
 
