@@ -43,10 +43,27 @@ struct GemmSpec {
 std::vector<GemmSpec> gemm_specs(const CudaPlan& plan);
 void emit_gemm_offsets(CodeWriter& out, const GemmSpec& spec);
 
+/// How a GEMM emitter writes its CTA: as a kernel of its own, or (`cta_function`) as a device
+/// function `<symbol>_cta(args, block_m, a_tile, b_tile)` that the residue dispatcher kernel
+/// calls with its shared arrays and the block's index within the GEMM's M tiles. The emitter
+/// fills in its shared arrays' element type and sizes either way.
+struct GemmCtaForm {
+  bool cta_function = false;
+  std::string shared_type;
+  int a_elements = 0, b_elements = 0;
+};
+
 void emit_ffma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec& spec,
-                           CudaLaunch* launch);
+                           CudaLaunch* launch, GemmCtaForm* form);
 void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec& spec,
-                          CudaLaunch* launch);
+                          CudaLaunch* launch, GemmCtaForm* form);
+/// The input gradient's residue classes in one launch (plan.fused_residues): blocks
+/// [start_c, start_c + M tiles of class c) run class c's CTA function. `classes` are the
+/// classes' own launches (as emitted in the cta_function form), `form` their shared arrays.
+void emit_residue_dispatch_kernel(CodeWriter& out, const CudaPlan& plan,
+                                  const std::vector<GemmSpec>& specs,
+                                  const std::vector<CudaLaunch>& classes, const GemmCtaForm& form,
+                                  CudaLaunch* launch);
 void emit_direct_kernel(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launch);
 void emit_depthwise_kernel(CodeWriter& out, const CudaPlan& plan, CudaLaunch* launch);
 /// Sums the split-K workspace slices of a filter gradient in slice order into w.

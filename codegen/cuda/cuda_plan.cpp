@@ -30,8 +30,9 @@ struct Forced {
   const std::string& get(const std::string& key) const { return values.at(key); }
 };
 
-constexpr std::string_view kForcedKeys[] = {"algo",   "tile",    "micro",  "warps",  "splitk",
-                                            "stages", "threads", "cblock", "pblock", "mblock"};
+constexpr std::string_view kForcedKeys[] = {"algo",    "tile",   "micro",  "warps",
+                                            "splitk",  "stages", "threads", "cblock",
+                                            "pblock",  "mblock", "fuse"};
 
 Expected<Forced> parse_forced(std::string_view text) {
   Forced forced;
@@ -372,6 +373,7 @@ std::string CudaPlan::describe() const {
                           multiplier_block);
       break;
   }
+  if (fused_residues) text += " fuse=1";
   text += fmt::format(" threads={} splitk={} smem={} workspace={}", threads, split_k,
                       shared_bytes(), workspace_bytes());
   if (!deterministic) text += " deterministic=0";
@@ -415,7 +417,8 @@ std::string cuda_kernel_name(const CudaPlan& p) {
   if (p.problem.direction == ConvDirection::kBackpropData &&
       (p.algorithm == CudaAlgorithm::kImplicitGemm || p.algorithm == CudaAlgorithm::kTensorCore) &&
       (p.problem.stride_h > 1 || p.problem.stride_w > 1)) {
-    name += fmt::format("_r{}x{}", p.problem.stride_h, p.problem.stride_w);
+    name += fmt::format("_r{}x{}{}", p.problem.stride_h, p.problem.stride_w,
+                        p.fused_residues ? "f" : "");
   }
   if (p.split_k > 1) name += fmt::format("_sk{}", p.split_k);
   return name;
@@ -424,6 +427,7 @@ std::string cuda_kernel_name(const CudaPlan& p) {
 namespace {
 
 constexpr std::int64_t kMaxGridYZ = 65535;
+constexpr std::int64_t kMaxGridX = 2147483647;
 
 /// The plan with `forced`'s choices (none: the model's).
 Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
@@ -539,6 +543,30 @@ Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
         CONVJIT_RETURN_IF_ERROR(forced_int("splitk", &p.split_k));
         p.split_k = realised_split(shape.k, p.split_k);
       }
+      // A strided input gradient's residue classes are GEMMs of one N and one CTA tile: one
+      // launch runs them all, so the device schedules every class's CTAs together (no gap
+      // between launches, no partly filled last wave per class; a 16-class stride-4 stem's
+      // small classes would otherwise each underfill the device). Separate launches stay
+      // available (fuse=0), and the tuner tries them.
+      if (problem.direction == ConvDirection::kBackpropData) {
+        const std::vector<ResidueClass> classes = residue_classes(problem);
+        std::int64_t blocks = 0;
+        for (const ResidueClass& c : classes) blocks += ceil_div(c.m(problem), p.tile_m);
+        p.fused_residues = classes.size() > 1 && blocks <= kMaxGridX;
+        if (forced.has("fuse")) {
+          const std::string& value = forced.get("fuse");
+          if (value != "0" && value != "1") {
+            return invalid_argument("forced CUDA plan: fuse must be 0 or 1, not '" + value + "'");
+          }
+          const bool fuse = value == "1";
+          if (fuse && blocks > kMaxGridX) {
+            return invalid_argument(fmt::format(
+                "CUDA plan: fuse=1 needs {} blocks along grid x (at most {})", blocks,
+                kMaxGridX));
+          }
+          p.fused_residues = fuse && classes.size() > 1;
+        }
+      }
       if (mma) {
         // The longest reduction one CTA walks (the input gradient's residue classes have
         // fewer taps than the whole filter): more stages than its k tiles only cost memory.
@@ -597,6 +625,9 @@ Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
                              p.algorithm == CudaAlgorithm::kTensorCore)) ||
         (key == "micro" && p.algorithm == CudaAlgorithm::kImplicitGemm) ||
         ((key == "warps" || key == "stages") && p.algorithm == CudaAlgorithm::kTensorCore) ||
+        (key == "fuse" && problem.direction == ConvDirection::kBackpropData &&
+         (p.algorithm == CudaAlgorithm::kImplicitGemm ||
+          p.algorithm == CudaAlgorithm::kTensorCore)) ||
         (key == "splitk" && problem.direction == ConvDirection::kBackpropFilter &&
          (p.algorithm == CudaAlgorithm::kImplicitGemm ||
           p.algorithm == CudaAlgorithm::kTensorCore || p.algorithm == CudaAlgorithm::kDepthwise)) ||

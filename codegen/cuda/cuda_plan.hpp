@@ -67,6 +67,9 @@ class CudaPlan final : public Plan {
   /// block of mma fragments); stages of the cp.async pipeline; each operand's shared tile.
   int warps_m = 0, warps_n = 0, stages = 1;
   CudaOperandTile operand_a, operand_b;
+  /// Strided input gradients (GEMM algorithms): all stride-residue classes in one launch, each
+  /// block running one class's CTA, rather than one launch per class.
+  bool fused_residues = false;
   /// Filter gradients: slices the N*OH*OW reduction is split into (each writes an
   /// accumulation-type workspace slice, summed in a fixed order by a second kernel).
   int split_k = 1;

@@ -59,14 +59,27 @@ Expected<CudaProgram> generate_cuda_program(const CudaPlan& plan) {
     }
     case CudaAlgorithm::kImplicitGemm:
     case CudaAlgorithm::kTensorCore: {
-      for (const GemmSpec& spec : gemm_specs(plan)) {
+      // One kernel per GEMM, or the input gradient's residue classes as CTA functions of one
+      // dispatching kernel.
+      const std::vector<GemmSpec> specs = gemm_specs(plan);
+      GemmCtaForm form;
+      form.cta_function = plan.fused_residues;
+      std::vector<CudaLaunch> launches;
+      for (const GemmSpec& spec : specs) {
         CudaLaunch launch;
         if (plan.algorithm == CudaAlgorithm::kTensorCore) {
-          emit_mma_gemm_kernel(out, plan, spec, &launch);
+          emit_mma_gemm_kernel(out, plan, spec, &launch, &form);
         } else {
-          emit_ffma_gemm_kernel(out, plan, spec, &launch);
+          emit_ffma_gemm_kernel(out, plan, spec, &launch, &form);
         }
+        launches.push_back(launch);
+      }
+      if (plan.fused_residues) {
+        CudaLaunch launch;
+        emit_residue_dispatch_kernel(out, plan, specs, launches, form, &launch);
         add(launch);
+      } else {
+        for (CudaLaunch& launch : launches) add(std::move(launch));
       }
       if (plan.split_k > 1) {
         CudaLaunch launch;

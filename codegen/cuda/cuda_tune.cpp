@@ -14,9 +14,10 @@ namespace {
 std::string dims(int a, int b) { return fmt::format("{}x{}", a, b); }
 std::string dims(int a, int b, int c) { return fmt::format("{}x{}x{}", a, b, c); }
 
-// Forced-plan texts around the model's plan `p`: the model's tile halved and doubled along M
-// and N, deeper pipelines where the kernel has one, split-K halved and doubled, and the
-// depthwise blocks halved and doubled. Invalid ones (shared memory, registers, divisibility)
+// Forced-plan texts around the model's plan `p`: a strided input gradient's residue classes
+// in separate launches, the model's tile halved and doubled along M and N, deeper pipelines
+// where the kernel has one, split-K halved and doubled, and the depthwise blocks halved and
+// doubled. Invalid ones (shared memory, registers, divisibility)
 // are dropped by the caller, which plans each through make_cuda_plan.
 std::vector<std::string> variants(const CudaPlan& p) {
   std::vector<std::string> out;
@@ -27,6 +28,11 @@ std::vector<std::string> variants(const CudaPlan& p) {
   };
   switch (p.algorithm) {
     case CudaAlgorithm::kImplicitGemm:
+      if (p.fused_residues) {  // a strided input gradient's classes in separate launches
+        out.push_back(fmt::format("algo=igemm,tile={},micro={},fuse=0",
+                                  dims(p.tile_m, p.tile_n, p.tile_k),
+                                  dims(p.micro_m, p.micro_n)));
+      }
       for (const auto& [m, n] :
            {std::pair{2, 1}, std::pair{1, 2}, std::pair{-2, 1}, std::pair{1, -2}}) {
         const int tm = m > 0 ? p.tile_m * m : p.tile_m / -m;
@@ -38,6 +44,11 @@ std::vector<std::string> variants(const CudaPlan& p) {
       break;
     case CudaAlgorithm::kTensorCore: {
       const std::string algo = "algo=mma";
+      if (p.fused_residues) {  // a strided input gradient's classes in separate launches
+        out.push_back(fmt::format("{},tile={},warps={},stages={},fuse=0", algo,
+                                  dims(p.tile_m, p.tile_n, p.tile_k), dims(p.warps_m, p.warps_n),
+                                  p.stages));
+      }
       out.push_back(with_split(fmt::format("{},tile={},warps={}", algo,
                                            dims(p.tile_m * 2, p.tile_n, p.tile_k),
                                            dims(p.warps_m * 2, p.warps_n))));

@@ -10,7 +10,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 }  // namespace
 
 void emit_ffma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec& s,
-                           CudaLaunch* launch) {
+                           CudaLaunch* launch, GemmCtaForm* form) {
   const int tm = plan.tile_m, tn = plan.tile_n, tk = plan.tile_k;
   const int threads = plan.threads;
   const int cols = tn / plan.micro_n;  // threads along N
@@ -26,7 +26,16 @@ void emit_ffma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec
   out.line("// CTA tile {}x{}x{}, {} threads each with a {}x{} register tile{}.", tm, tn, tk,
            threads, plan.micro_m, plan.micro_n,
            s.split_k > 1 ? "; K split into slices written to the workspace" : "");
-  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", threads, s.symbol);
+  form->shared_type = "acc_t";
+  form->a_elements = tk * tm;
+  form->b_elements = tk * tn;
+  if (form->cta_function) {
+    out.open("CJ_DEVICE void {}_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, "
+             "acc_t* b_tile)",
+             s.symbol);
+  } else {
+    out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", threads, s.symbol);
+  }
   out.line("const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.{});", s.a);
   out.line("const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.{});", s.b);
   if (s.split_k > 1) {
@@ -36,11 +45,14 @@ void emit_ffma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec
   }
   out.line("constexpr cj_index kM = {}, kN = {}, kK = {}, kKPerSplit = {};", s.m, s.n, s.k,
            s.k_per_split);
-  out.line("CJ_SHARED(acc_t, a_tile, {});  // [k][m]", tk * tm);
-  out.line("CJ_SHARED(acc_t, b_tile, {});  // [k][n]", tk * tn);
+  if (!form->cta_function) {
+    out.line("CJ_SHARED(acc_t, a_tile, {});  // [k][m]", tk * tm);
+    out.line("CJ_SHARED(acc_t, b_tile, {});  // [k][n]", tk * tn);
+  }
   out.line("const int tid = threadIdx.x;");
   out.line("const cj_index group = blockIdx.y / {};", tiles_n);
-  out.line("const cj_index tile_m = cj_index(blockIdx.x) * {};", tm);
+  out.line("const cj_index tile_m = cj_index({}) * {};",
+           form->cta_function ? "block_m" : "blockIdx.x", tm);
   out.line("const cj_index tile_n = cj_index(blockIdx.y % {}) * {};", tiles_n, tn);
   out.line("const cj_index k_begin = cj_index(blockIdx.z) * kKPerSplit;");
   out.line("const cj_index k_end = k_begin + kKPerSplit < kK ? k_begin + kKPerSplit : kK;");

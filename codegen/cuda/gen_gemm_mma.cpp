@@ -215,7 +215,7 @@ void emit_fragments_and_mma(CodeWriter& out, const CudaPlan& plan, const Operand
 }  // namespace
 
 void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec& s,
-                          CudaLaunch* launch) {
+                          CudaLaunch* launch, GemmCtaForm* form) {
   const MmaShape shape = mma_shape(plan.math);
   const int tm = plan.tile_m, tn = plan.tile_n, tk = plan.tile_k;
   const int threads = plan.threads;
@@ -237,7 +237,16 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
            "cp.async pipeline.",
            tm, tn, tk, plan.warps_m, plan.warps_n, fm_count, fn_count, shape.frag_m, shape.frag_k,
            stages);
-  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", threads, s.symbol);
+  form->shared_type = shape.smem_type;
+  form->a_elements = stages * a.stage_elements;
+  form->b_elements = stages * b.stage_elements;
+  if (form->cta_function) {
+    out.open("CJ_DEVICE void {}_cta(const cj_args& args, cj_index block_m, {}* a_tile, {}* "
+             "b_tile)",
+             s.symbol, shape.smem_type, shape.smem_type);
+  } else {
+    out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", threads, s.symbol);
+  }
   out.line("const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.{});", s.a);
   out.line("const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.{});", s.b);
   if (s.split_k > 1) {
@@ -255,15 +264,23 @@ void emit_mma_gemm_kernel(CodeWriter& out, const CudaPlan& plan, const GemmSpec&
   out.line("constexpr cj_index kM = {}, kN = {}, kK = {}, kKPerSplit = {};", s.m, s.n, s.k,
            s.k_per_split);
   for (const OperandTile* t : {&a, &b}) {
-    out.line("CJ_SHARED({}, {}_tile, {});  // [stage][{}][{}], rows of {}", shape.smem_type,
-             t->name, stages * t->stage_elements, t->order.k_contiguous ? t->name == 'a' ? "m" : "n" : "k",
-             t->order.k_contiguous ? "k" : t->name == 'a' ? "m" : "n", t->row);
+    const char* mn = t->name == 'a' ? "m" : "n";
+    const std::string layout = fmt::format("[stage][{}][{}], rows of {}",
+                                           t->order.k_contiguous ? mn : "k",
+                                           t->order.k_contiguous ? "k" : mn, t->row);
+    if (form->cta_function) {
+      out.line("// {}_tile: {}", t->name, layout);
+    } else {
+      out.line("CJ_SHARED({}, {}_tile, {});  // {}", shape.smem_type, t->name,
+               stages * t->stage_elements, layout);
+    }
   }
   out.line("const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;");
   out.line("const int warp_m = (warp % {}) * {}, warp_n = (warp / {}) * {};", plan.warps_m, wtm,
            plan.warps_m, wtn);
   out.line("const cj_index group = blockIdx.y / {};", tiles_n);
-  out.line("const cj_index tile_m = cj_index(blockIdx.x) * {};", tm);
+  out.line("const cj_index tile_m = cj_index({}) * {};",
+           form->cta_function ? "block_m" : "blockIdx.x", tm);
   out.line("const cj_index tile_n = cj_index(blockIdx.y % {}) * {};", tiles_n, tn);
   out.line("const cj_index k_begin = cj_index(blockIdx.z) * kKPerSplit;");
   out.line("const cj_index k_end = k_begin + kKPerSplit < kK ? k_begin + kKPerSplit : kK;");

@@ -3,6 +3,8 @@
 // tensor-core kernel emitters share them.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "codegen/cuda/cuda_gemm_shape.hpp"
 #include "codegen/cuda/cuda_generators.hpp"
 
@@ -126,6 +128,47 @@ std::vector<GemmSpec> gemm_specs(const CudaPlan& plan) {
       return {filter_spec(plan)};
   }
   return {};
+}
+
+void emit_residue_dispatch_kernel(CodeWriter& out, const CudaPlan& plan,
+                                  const std::vector<GemmSpec>& specs,
+                                  const std::vector<CudaLaunch>& classes, const GemmCtaForm& form,
+                                  CudaLaunch* launch) {
+  // Every class has the same N (the input channels) and CTA: only the M tiles differ.
+  std::uint32_t blocks = 0;
+  for (const CudaLaunch& c : classes) blocks += c.grid[0];
+  launch->symbol = plan.kernel_name;
+  launch->block = classes.front().block;
+  launch->grid = {blocks, classes.front().grid[1], 1};
+  launch->shared_bytes = plan.shared_bytes();
+  out.line("// The {} residue classes in one launch: each block runs one class's CTA, the classes'",
+           specs.size());
+  out.line("// M tiles one after another along x (no launch gaps, no tail per class), the classes");
+  out.line("// with the most taps (the longest CTAs) first so that the short ones fill the end.");
+  out.open("CJ_KERNEL void CJ_LAUNCH_BOUNDS({}, 2) {}(cj_args args)", launch->block[0],
+           launch->symbol);
+  out.line("CJ_SHARED({}, a_tile, {});", form.shared_type, form.a_elements);
+  out.line("CJ_SHARED({}, b_tile, {});", form.shared_type, form.b_elements);
+  out.line("const cj_index block = blockIdx.x;");
+  std::vector<std::size_t> order(specs.size());
+  for (std::size_t c = 0; c < order.size(); ++c) order[c] = c;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return specs[a].k > specs[b].k; });
+  std::uint32_t start = 0;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    const std::size_t c = order[i];
+    const std::uint32_t end = start + classes[c].grid[0];
+    const std::string call = fmt::format("{}_cta(args, block - {}, a_tile, b_tile);",
+                                         specs[c].symbol, start);
+    if (i + 1 < order.size()) {
+      out.line("if (block < {}) {{ {} return; }}", end, call);
+    } else {
+      out.line("{}", call);
+    }
+    start = end;
+  }
+  out.close();
+  out.blank();
 }
 
 void emit_gemm_offsets(CodeWriter& out, const GemmSpec& spec) {

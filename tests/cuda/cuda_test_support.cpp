@@ -37,7 +37,12 @@ std::vector<CudaJob> forced_jobs(const ConvProblem& p, const std::string& label,
   // FFMA tiles: the model's, a tall one, and a small one with 1x1 register tiles.
   const char* ffma_tiles[] = {"", ",tile=32x8x8,micro=2x1", ",tile=16x16x4,micro=1x1",
                               ",tile=64x32x8,micro=4x2"};
-  const std::string split = wgrad ? fmt::format(",splitk={}", 1 + variant % 4) : "";
+  // Strided input gradients: the residue classes in one launch and in one launch each.
+  const bool classes = p.direction == ConvDirection::kBackpropData &&
+                       (p.stride_h > 1 || p.stride_w > 1);
+  const std::string split = wgrad     ? fmt::format(",splitk={}", 1 + variant % 4)
+                            : classes ? fmt::format(",fuse={}", variant % 2)
+                                      : "";
   add("algo=igemm" + std::string(ffma_tiles[variant % 4]) + split);
   // Tensor cores: f16/bf16 and f64 always; f32 through TF32.
   const MathMode mma_math = p.dtype == DType::kFloat32 ? MathMode::kTF32 : MathMode::kExact;

@@ -281,7 +281,16 @@ TEST(CudaPlanModel, ChoosesAlgorithmFromProblemAndDevice) {
   dgrad.op = OpKind::kConv2DBackpropInput;
   dgrad.out_backprop = {2, 5, 5, 8};
   dgrad.strides = {1, 2, 2, 1};
-  EXPECT_EQ(plan_name(dgrad, "sm_80"), "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_r2x2");
+  EXPECT_EQ(plan_name(dgrad, "sm_80"), "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_r2x2f");
+  // The residue classes in one launch by default, one launch each when forced; fuse applies to
+  // strided input gradients only.
+  EXPECT_EQ(plan_name(dgrad, "sm_80", MathMode::kExact, "algo=igemm,fuse=0"),
+            "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_r2x2");
+  EXPECT_NE(plan_name(dgrad, "sm_80", MathMode::kExact, "algo=igemm,fuse=2").find("0 or 1"),
+            std::string::npos);
+  EXPECT_NE(plan_name(filter_gradient(), "sm_80", MathMode::kExact, "algo=igemm,fuse=1")
+                .find("does not apply"),
+            std::string::npos);
   // Where the model's kernel does not fit, the direct kernel takes the problem: a depthwise
   // filter tile over the shared memory, more groups than a grid dimension holds.
   dw.dtype = DType::kFloat64;

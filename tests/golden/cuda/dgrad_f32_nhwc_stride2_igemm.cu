@@ -1,14 +1,11 @@
-// kernel cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2
+// kernel cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f
 // workspace 0
 // tensors 2688 1080 640 x
-// launch cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2_class_h0w0 1 1 1 128 1 1 1280
-// launch cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2_class_h0w1 1 1 1 128 1 1 1280
-// launch cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2_class_h1w0 1 1 1 128 1 1 1280
-// launch cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2_class_h1w1 1 1 1 128 1 1 1280
+// launch cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f 4 1 1 128 1 1 1280
 // 
-// convjit CUDA kernel cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2
+// convjit CUDA kernel cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f
 // problem: direction=backprop_data depthwise=false dtype=float32 format=NHWC n=2 ih=7 iw=8 ic=6 kh=3 kw=3 filter_in=6 oc=5 groups=1 oh=4 ow=4 strides=[2,2] dilations=[1,1] pads=[1,1,0,1]
-// plan:    target=sm_80 algo=igemm math=f32 tile=32x8x8 micro=2x1 threads=128 splitk=1 smem=1280 workspace=0
+// plan:    target=sm_80 algo=igemm math=f32 tile=32x8x8 micro=2x1 fuse=1 threads=128 splitk=1 smem=1280 workspace=0
 // Generated for this problem only: every size and stride is a constant.
 
 typedef float elem_t;  // the tensors' element type
@@ -60,16 +57,14 @@ CJ_DEVICE cj_index class_h0w0_c_offset(cj_index group, cj_index m, cj_index col)
 }
 
 // CTA tile 32x8x8, 128 threads each with a 2x1 register tile.
-CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2_class_h0w0(cj_args args) {
+CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h0w0_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.y);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.w);
   elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.x);
   constexpr cj_index kM = 24, kN = 6, kK = 20, kKPerSplit = 20;
-  CJ_SHARED(acc_t, a_tile, 256);  // [k][m]
-  CJ_SHARED(acc_t, b_tile, 64);  // [k][n]
   const int tid = threadIdx.x;
   const cj_index group = blockIdx.y / 1;
-  const cj_index tile_m = cj_index(blockIdx.x) * 32;
+  const cj_index tile_m = cj_index(block_m) * 32;
   const cj_index tile_n = cj_index(blockIdx.y % 1) * 8;
   const cj_index k_begin = cj_index(blockIdx.z) * kKPerSplit;
   const cj_index k_end = k_begin + kKPerSplit < kK ? k_begin + kKPerSplit : kK;
@@ -149,16 +144,14 @@ CJ_DEVICE cj_index class_h0w1_c_offset(cj_index group, cj_index m, cj_index col)
 }
 
 // CTA tile 32x8x8, 128 threads each with a 2x1 register tile.
-CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2_class_h0w1(cj_args args) {
+CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h0w1_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.y);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.w);
   elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.x);
   constexpr cj_index kM = 24, kN = 6, kK = 10, kKPerSplit = 10;
-  CJ_SHARED(acc_t, a_tile, 256);  // [k][m]
-  CJ_SHARED(acc_t, b_tile, 64);  // [k][n]
   const int tid = threadIdx.x;
   const cj_index group = blockIdx.y / 1;
-  const cj_index tile_m = cj_index(blockIdx.x) * 32;
+  const cj_index tile_m = cj_index(block_m) * 32;
   const cj_index tile_n = cj_index(blockIdx.y % 1) * 8;
   const cj_index k_begin = cj_index(blockIdx.z) * kKPerSplit;
   const cj_index k_end = k_begin + kKPerSplit < kK ? k_begin + kKPerSplit : kK;
@@ -238,16 +231,14 @@ CJ_DEVICE cj_index class_h1w0_c_offset(cj_index group, cj_index m, cj_index col)
 }
 
 // CTA tile 32x8x8, 128 threads each with a 2x1 register tile.
-CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2_class_h1w0(cj_args args) {
+CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h1w0_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.y);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.w);
   elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.x);
   constexpr cj_index kM = 32, kN = 6, kK = 10, kKPerSplit = 10;
-  CJ_SHARED(acc_t, a_tile, 256);  // [k][m]
-  CJ_SHARED(acc_t, b_tile, 64);  // [k][n]
   const int tid = threadIdx.x;
   const cj_index group = blockIdx.y / 1;
-  const cj_index tile_m = cj_index(blockIdx.x) * 32;
+  const cj_index tile_m = cj_index(block_m) * 32;
   const cj_index tile_n = cj_index(blockIdx.y % 1) * 8;
   const cj_index k_begin = cj_index(blockIdx.z) * kKPerSplit;
   const cj_index k_end = k_begin + kKPerSplit < kK ? k_begin + kKPerSplit : kK;
@@ -327,16 +318,14 @@ CJ_DEVICE cj_index class_h1w1_c_offset(cj_index group, cj_index m, cj_index col)
 }
 
 // CTA tile 32x8x8, 128 threads each with a 2x1 register tile.
-CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2_class_h1w1(cj_args args) {
+CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h1w1_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.y);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.w);
   elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.x);
   constexpr cj_index kM = 32, kN = 6, kK = 5, kKPerSplit = 5;
-  CJ_SHARED(acc_t, a_tile, 256);  // [k][m]
-  CJ_SHARED(acc_t, b_tile, 64);  // [k][n]
   const int tid = threadIdx.x;
   const cj_index group = blockIdx.y / 1;
-  const cj_index tile_m = cj_index(blockIdx.x) * 32;
+  const cj_index tile_m = cj_index(block_m) * 32;
   const cj_index tile_n = cj_index(blockIdx.y % 1) * 8;
   const cj_index k_begin = cj_index(blockIdx.z) * kKPerSplit;
   const cj_index k_end = k_begin + kKPerSplit < kK ? k_begin + kKPerSplit : kK;
@@ -394,5 +383,18 @@ CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k
       CJ_STG(c_dst, class_h1w1_c_offset(group, m, col), from_acc(acc[i][j]));
     }
   }
+}
+
+// The 4 residue classes in one launch: each block runs one class's CTA, the classes'
+// M tiles one after another along x (no launch gaps, no tail per class), the classes
+// with the most taps (the longest CTAs) first so that the short ones fill the end.
+CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f(cj_args args) {
+  CJ_SHARED(acc_t, a_tile, 256);
+  CJ_SHARED(acc_t, b_tile, 64);
+  const cj_index block = blockIdx.x;
+  if (block < 1) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h0w0_cta(args, block - 0, a_tile, b_tile); return; }
+  if (block < 2) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h0w1_cta(args, block - 1, a_tile, b_tile); return; }
+  if (block < 3) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h1w0_cta(args, block - 2, a_tile, b_tile); return; }
+  cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h1w1_cta(args, block - 3, a_tile, b_tile);
 }
 
