@@ -32,12 +32,12 @@ struct CpuInfo {
   // share): an output larger than this is evicted before anyone reads it back, so its tiles
   // write it with non-temporal stores.
   std::int64_t llc_bytes = 8 * 1024 * 1024;
-  // The levels below L2 as the planner's cost estimates see them: load-to-use latency in cycles
+  // The levels below L1 as the planner's cost estimates see them: load-to-use latency in cycles
   // and the bytes per cycle one core sustains from each. Typical of current x86 cores (Zen 3-5
-  // and recent Intel: L3 40-55 cycles, DRAM a few hundred) and not read from the
+  // and recent Intel: L2 12-16 cycles, L3 40-55, DRAM a few hundred) and not read from the
   // host: what the decisions they feed depend on is their ratio to the FMA rate, which is.
-  static constexpr double kL3LatencyCycles = 50, kMemoryLatencyCycles = 250;
-  static constexpr double kL3BytesPerCycle = 16, kMemoryBytesPerCycle = 8;
+  static constexpr double kL2LatencyCycles = 14, kL3LatencyCycles = 50, kMemoryLatencyCycles = 250;
+  static constexpr double kL2BytesPerCycle = 32, kL3BytesPerCycle = 16, kMemoryBytesPerCycle = 8;
 
   /// Lanes of one vector for an element of `bytes` bytes (1 for the scalar target).
   int lanes(int bytes) const { return vector_bytes > 0 ? vector_bytes / bytes : 1; }

@@ -225,7 +225,21 @@ TEST(IrTileModel, FilterGradientChunksGrowWhenPartialSumsOutgrowL2) {
     const LoopNest nest = lower_and_schedule(p, avx2());
     return nest.schedule_summary;
   };
+  // 56x56x64: 147 KB of dW, in L2. The twelve accumulators reloaded from there per chunk (14
+  // cycles and 768 bytes at 32 a cycle, twice) against 6 cycles of FMAs per point would want 64
+  // points for a tenth, but one row's 56 keep them below a quarter: the chunk that fits L1.
   EXPECT_NE(chunk_summary(56, 64).find("blk=n,oh1"), std::string::npos) << chunk_summary(56, 64);
+  // A 1x1 filter on 14x14x256 with AVX-512 (48 KB L1, 1 MB L2): 256 KB of dW, in L2. A 6x64
+  // tile's 24 zmm accumulators cost 110 cycles to reload against 12 of FMAs per point; the L1
+  // chunk of 2 rows (28 points) would spend about 40% of its time on them, so the chunk grows
+  // to the tenth's 92 points: 7 rows.
+  TestTarget zen = avx512();
+  zen.l1_bytes = 48 * 1024;
+  zen.l2_bytes = 1024 * 1024;
+  ConvProblem one_by_one = backprop_data(DataFormat::kNHWC, 8, 14, 256, 256, 1, 1);
+  one_by_one.direction = ConvDirection::kBackpropFilter;
+  const std::string summary = lower_and_schedule(one_by_one, zen).schedule_summary;
+  EXPECT_NE(summary.find("blk=n,oh7"), std::string::npos) << summary;
   // 28x28x128 and 14x14x256: 590 KB and 2.4 MB of dW, past half the L2. A 3x32 tile's twelve
   // ymm accumulators reloaded from L3 per chunk (50 cycles and 768 bytes at 16 a cycle, twice)
   // against 6 cycles of FMAs per point: 164 points keep the reloads at a tenth.
