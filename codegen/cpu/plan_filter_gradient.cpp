@@ -90,6 +90,11 @@ std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
   // images (each thread's 512 KB slice of dW in L2) ran 2-row chunks of 28 points at 57% of
   // the FMA peak, 7-row chunks at 73% (f32 332 -> 425 GFLOP/s on two Zen 5 threads; bf16 +10%).
   const bool in_l2 = dw_bytes <= kL2Share * static_cast<double>(cpu.l2_bytes);
+  // Not for depthwise-like filters (one input channel per group): their lane-wise tiles pass
+  // over the chunk's pixels once per tap, so the chunk must stay in L1 across the taps, and
+  // the few accumulators of a tile reload from L2 cheaply (grown past L1, mv2_dw_28_c192's
+  // filter gradient fell from 152 to 82 GFLOP/s).
+  if (in_l2 && p.filter_in == 1 && p.groups > 1) return 1;
   const bool in_llc = dw_bytes <= static_cast<double>(cpu.llc_bytes);
   const double latency = in_l2    ? CpuInfo::kL2LatencyCycles
                          : in_llc ? CpuInfo::kL3LatencyCycles
