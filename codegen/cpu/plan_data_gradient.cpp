@@ -36,10 +36,31 @@ double border_columns_share(const ConvProblem& p) {
   return static_cast<double>(taps - 1) / static_cast<double>(ceil_div_pos(p.iw, p.stride_w));
 }
 
+// Share of L1 the filter lines one row block of position-vector tiles broadcasts from may
+// fill: they are reread by every W tile of the row and by the next rows of channels.
+constexpr double kPositionFilterL1Share = 0.5;
+
+// Bytes of the filter the position-vector tiles of one block of channel rows broadcast from:
+// per (tap of a residue class, output channel), the rows' consecutive input channels, a line
+// of them at most (several taps' elements share a line where the channels are few).
+double position_filter_bytes(const ConvProblem& p) {
+  const std::int64_t taps = ceil_div_pos(p.kh, p.stride_h) * ceil_div_pos(p.kw, p.stride_w);
+  const std::int64_t row_bytes =
+      std::min<std::int64_t>(p.filter_in * dtype_size(p.dtype), CpuInfo::kCacheLineBytes);
+  return static_cast<double>(taps * p.oc * row_bytes);
+}
+
 // NHWC with few input channels: a vector over 3 channels is mostly masked lanes, so W
 // positions become the vector and channels the rows, reading dy through a copy transposed to
-// [n][oh][oc][ow]. Compares both tiles' whole-problem cycles, the copy included.
-bool positions_win(const ConvProblem& p, const TileModel& model) {
+// [n][oh][oc][ow]. Compares both tiles' whole-problem cycles, the copy included. Only while
+// the filter the rows broadcast from stays in L1: the position tiles read it as scalars, a
+// line per tap and output channel, and where those lines outgrow L1 every broadcast goes to
+// L2 (2x64x64, 256 -> 256 channels, 3x3 on Zen 3: 147 KB of lines, 34 GFLOP/s against 74
+// with channel vectors; the ResNet stem's 3 channels take 12 KB).
+bool positions_win(const ConvProblem& p, const TileModel& model, const CpuInfo& cpu) {
+  if (position_filter_bytes(p) > kPositionFilterL1Share * static_cast<double>(cpu.l1_bytes)) {
+    return false;
+  }
   // Per residue row: the positions of one residue class, each a reduction over the taps that
   // reach it and every output channel.
   const std::int64_t q = ceil_div_pos(p.iw, p.stride_w);
@@ -67,7 +88,7 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // dy vector along W), and in NHWC where the model prefers them. Only with a channel loop to
   // give the rows (several input channels per group).
   plan.position_vectors = !plan.channels_last_copies && p.filter_in > 1 &&
-                          (nchw || (p.groups == 1 && positions_win(p, plan.tiles)));
+                          (nchw || (p.groups == 1 && positions_win(p, plan.tiles, cpu)));
   plan.transposed_out_backprop = plan.position_vectors && !nchw;
 
   // NCHW depthwise reads dy through per-group copies of its planes (there the lowered nest has

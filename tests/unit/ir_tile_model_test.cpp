@@ -165,6 +165,18 @@ TEST(IrTileModel, WideChannelDataGradientKeepsChannelVectors) {
   }
 }
 
+TEST(IrTileModel, DeepDataGradientOnVectorWideRowsKeepsChannelVectors) {
+  // UNet's 64x64 3x3 layer of 256 channels: 64 positions fill W vectors as evenly as 256
+  // channels fill channel vectors, but the position tiles would broadcast from a line per tap
+  // and output channel (147 KB, past L1) where the channel tiles load packed filter vectors.
+  for (const TestTarget& target : {avx2(), avx512()}) {
+    const ConvProblem p = backprop_data(DataFormat::kNHWC, 2, 64, 256, 256, 3, 1);
+    LoopNest nest = lower_and_schedule(p, target);
+    EXPECT_EQ(nest.schedule_summary.find("wvec"), std::string::npos) << nest.schedule_summary;
+    EXPECT_EQ(named_tile(nest).second % (target.vector_bytes / 4), 0) << nest.schedule_summary;
+  }
+}
+
 TEST(IrTileModel, NchwDataGradientSharesEachDyVectorAcrossChannels) {
   for (const TestTarget& target : {avx2(), avx512()}) {
     const ConvProblem p = backprop_data(DataFormat::kNCHW, 2, 28, 128, 128, 3, 1);
