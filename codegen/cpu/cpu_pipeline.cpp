@@ -1,5 +1,6 @@
 // The CPU schedule: the pass list a CpuPlan asks for, readable top to bottom. Order matters:
-// the vector dimension first (it reorders the lowered loops), the NCHW depthwise copy of dy
+// a 1x1 stride-1 problem's pixels as one row first (it lowers the nest again), the vector
+// dimension next (it reorders the lowered loops), the NCHW depthwise copy of dy
 // (its stride-2 form removes W's divisions), residues next (everything after sees affine
 // indices), zero-padded copies of dy for the W-vector tiles (which remove most borders), then
 // borders (so the interior tiles have no guards), packing, channel blocks (whole pixel sweeps
@@ -48,7 +49,9 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   // A filter gradient whose threads each own a slice of dW schedules one slice.
   const bool sliced = plan.output_slices > 1;
   add(sliced, "narrow_to_output_slice", &narrow_to_output_slice);
-  // The layout the tiles take their vectors in, and the dy copies it reads.
+  // A 1x1 stride-1 problem's pixels as one row per image, then the layout the tiles take their
+  // vectors in, and the dy copies it reads.
+  add(plan.pixels_as_one_row, "pixels_as_one_row", &pixels_as_one_row);
   add(plan.channels_last_copies, "channels_last_copies", &channels_last_copies);
   add(plan.position_vectors, "position_vectors", &position_vectors);
   add(plan.channels_first_out_backprop_copy, "copy_channels_first_out_backprop",

@@ -50,6 +50,9 @@ struct CpuPlan final : codegen::Plan {
   TileModel tiles;
 
   // --- The activations' layout (backprop data, forward) ---------------------------------------
+  /// A 1x1 filter at stride 1 with no padding: the H x W pixels of each image scheduled as one
+  /// row of H*W (px), so register tiles run down the whole image, not row by row.
+  bool pixels_as_one_row = false;
   /// NCHW through NHWC copies of the activations (dy and dx; x and y): the rest of the
   /// schedule is NHWC's (tonhwc).
   bool channels_last_copies = false;
@@ -135,6 +138,14 @@ struct CpuPlan final : codegen::Plan {
 
 /// The plan for `problem` on `cpu` with up to `max_threads` threads.
 CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads);
+
+/// Whether `problem` is one matrix product per image over its pixels, so its H x W pixels can
+/// be scheduled as one row: forward or input gradient, a 1x1 filter at stride 1, no padding.
+bool pixels_form_one_row(const ConvProblem& problem);
+
+/// `problem` with each image's H x W pixels as one row of H*W (the same tensors in memory: H
+/// and W are dense together in both layouts).
+ConvProblem one_row_problem(const ConvProblem& problem);
 
 /// The problem one slice of an output-sliced filter gradient schedules: `problem` with the
 /// sliced channels divided by plan.output_slices.

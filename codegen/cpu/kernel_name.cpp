@@ -148,6 +148,7 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
   auto add = [&](bool present, std::string token) {
     if (present && !token.empty()) t.push_back(std::move(token));
   };
+  add(plan.pixels_as_one_row, "px");
   add(plan.channels_last_copies, "tonhwc");
   add(plan.transposed_out_backprop, "wvec");
   add(plan.channels_first_out_backprop_copy, plan.repeated_columns ? "dyp2" : "dyp");

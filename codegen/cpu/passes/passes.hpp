@@ -7,6 +7,11 @@
 
 namespace convjit::cpu {
 
+/// Forward and backprop data with a 1x1 filter at stride 1 and no padding: the nest lowered
+/// again with each image's H x W pixels as one row of H*W, the same tensors in memory. The
+/// first pass of such a schedule; it replaces the nest.
+ir::LoopNest pixels_as_one_row(ir::LoopNest nest, const CpuPlan& plan);
+
 /// NCHW forward and backprop data with enough channels to fill vectors: rebuilds the nest as
 /// the NHWC problem over scratch copies of the activations (x and y; dy and dx), the one read
 /// copied in before the tiles and the one written copied out after them, so every later pass
