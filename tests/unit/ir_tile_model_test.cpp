@@ -177,6 +177,23 @@ TEST(IrTileModel, DeepDataGradientOnVectorWideRowsKeepsChannelVectors) {
   }
 }
 
+TEST(IrTileModel, PointwiseImagesTileTheirPixelsAsOneRow) {
+  // ResNet-50's 7x7 1x1 layer: a row of 7 pixels would take 2-row tiles and a 1-row tail; as
+  // one row of 49 pixels per image the tiles take the rows the model wants.
+  for (const TestTarget& target : {avx2(), avx512()}) {
+    const ConvProblem p = backprop_data(DataFormat::kNHWC, 8, 7, 2048, 512, 1, 1);
+    LoopNest nest = lower_and_schedule(p, target);
+    EXPECT_NE(nest.schedule_summary.find("px"), std::string::npos) << nest.schedule_summary;
+    EXPECT_EQ(nest.problem.iw, 49);
+    EXPECT_GE(named_tile(nest).first, 3) << nest.schedule_summary;
+    // Not where a tap leaves the pixel's own position: a 3x3 filter, or a stride.
+    for (const ConvProblem& q : {backprop_data(DataFormat::kNHWC, 8, 7, 64, 64, 3, 1),
+                                 backprop_data(DataFormat::kNHWC, 8, 14, 64, 64, 1, 2)}) {
+      EXPECT_EQ(lower_and_schedule(q, target).schedule_summary.find("px"), std::string::npos);
+    }
+  }
+}
+
 TEST(IrTileModel, NchwDataGradientSharesEachDyVectorAcrossChannels) {
   for (const TestTarget& target : {avx2(), avx512()}) {
     const ConvProblem p = backprop_data(DataFormat::kNCHW, 2, 28, 128, 128, 3, 1);

@@ -171,6 +171,9 @@ std::vector<Geometry> geometries() {
       {"depthwise_m2_s2", 2, 8, 9, 6, 3, 3, 1, 2, 2, 2, 1, 1, Padding::kSame, {}, true},
       {"depthwise_m1", 1, 7, 7, 35, 3, 3, 1, 1, 1, 1, 1, 1, Padding::kValid, {}, true},
       {"pointwise", 2, 5, 5, 33, 1, 1, 33, 17, 1, 1, 1, 1, Padding::kValid, {}},
+      // 1x1 at stride 1 schedules each image's pixels as one row: grouped and depthwise too.
+      {"pointwise_grouped", 2, 4, 6, 12, 1, 1, 4, 9, 1, 1, 1, 1, Padding::kSame, {}},
+      {"pointwise_depthwise_m2", 2, 3, 5, 10, 1, 1, 1, 2, 1, 1, 1, 1, Padding::kValid, {}, true},
       // 7 and 15 channels: AVX2 tails of 7 lanes (the widest partial load).
       {"tails_of_seven", 1, 6, 5, 7, 3, 2, 7, 15, 1, 1, 1, 1, Padding::kSame, {}},
       // Backprop data's channel blocks: inside each row with a partial block (72 channels), and
