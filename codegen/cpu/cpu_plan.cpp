@@ -65,7 +65,7 @@ std::string CpuPlan::describe() const {
   flag(channels_last_out_backprop, "channels_last_out_backprop");
   static constexpr const char* kBlocking[] = {"none", "batch_chunks", "row_split"};
   static constexpr const char* kSplit[] = {"none", "row_threads", "batch", "dims"};
-  static constexpr const char* kCopies[] = {"none", "pairs", "widen"};
+  static constexpr const char* kCopies[] = {"none", "pairs", "widen", "restride"};
   if (reduction_blocking != ReductionBlocking::kNone) {
     out += fmt::format(" reduction_blocking={}{}", kBlocking[static_cast<int>(reduction_blocking)],
                        whole_image_chunks ? "/whole_images" : "");
@@ -84,6 +84,9 @@ std::string CpuPlan::describe() const {
   flag(partial_sums_for_rounding, "partial_sums_for_rounding");
   if (batch_copies != BatchCopies::kNone) {
     out += fmt::format(" batch_copies={}", kCopies[static_cast<int>(batch_copies)]);
+    if (x_pixel_padding > 0 || y_pixel_padding > 0) {
+      out += fmt::format("/pixel_padding={},{}", x_pixel_padding, y_pixel_padding);
+    }
   }
   flag(whole_line_output_tiles, "whole_line_output_tiles");
   flag(stream_output, "stream_output");
@@ -120,16 +123,41 @@ bool wants_channels_last_copies(const ConvProblem& p, const CpuInfo& cpu) {
 
 // A 1x1 filter at stride 1 with no padding maps pixel (h, w) of x to pixel (h, w) of y: per
 // image one matrix product over its H*W pixels, which the row-by-row tiles cut at every row
-// end. On 7x7 images a row of 7 pixels took 2-row tiles and a 1-row tail; as one row of 49 the
-// tiles take 3 rows and stream the filter a third as often (Zen 3, one thread, input
-// gradients: 8x7x7 2048 -> 512 channels 60 -> 73 GFLOP/s, 512 -> 2048 62 -> 82, 960 -> 320
-// 69 -> 85; 14x14 layers unchanged). Not the filter gradient, whose reduction is blocked in
-// chunks of whole output rows.
+// end. Not the filter gradient, whose reduction is blocked in chunks of whole output rows.
 bool pixels_form_one_row(const ConvProblem& p) {
   return p.direction != ConvDirection::kBackpropFilter && p.kh == 1 && p.kw == 1 &&
          p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 && p.pad_bottom == 0 &&
          p.pad_left == 0 && p.pad_right == 0 && p.ih == p.oh && p.iw == p.ow && p.ih > 1;
 }
+
+namespace {
+
+// Share of the tiles' cycles one row of pixels must save for the pixels to be scheduled as
+// one row. Short rows lose to their tails: on 7x7 images a row of 7 pixels took 2-row tiles
+// and a 1-row tail, each streaming the filter block; as one row of 49 the tiles take 3 rows
+// (Zen 3, two threads, input gradients: 8x7x7 2048 -> 512 channels 127 -> 177 GFLOP/s,
+// 512 -> 2048 111 -> 169, 960 -> 320 125 -> 158). Long rows lose little to their tails and
+// keep their rows: a row of 56 pixels is what channel blocks around each row keep in cache
+// across the blocks, and as one row of 3136 they lost that (56x56 from 96 to 384 channels
+// 153 -> 137 GFLOP/s).
+constexpr double kOneRowSavedShare = 0.05;
+
+// Whether scheduling each image's pixels as one row saves the tiles that share of their
+// cycles: pixels are the tiles' rows with channel vectors (NHWC), their columns otherwise.
+bool one_row_pays(const ConvProblem& p, const TileModel& model) {
+  const bool data = p.direction == ConvDirection::kBackpropData;
+  const std::int64_t channels = data ? p.ic : p.oc, reduce = data ? p.oc : p.filter_in;
+  const std::int64_t h = p.ih, w = p.iw;
+  auto cycles = [&](std::int64_t rows, std::int64_t width) {
+    return static_cast<double>(rows) *
+           (p.format == DataFormat::kNHWC
+                ? model.best_cycles(TileForm::kOuterProduct, width, channels, reduce)
+                : model.best_cycles(TileForm::kOuterProduct, channels, width, reduce));
+  };
+  return cycles(1, h * w) < (1.0 - kOneRowSavedShare) * cycles(h, w);
+}
+
+}  // namespace
 
 ConvProblem one_row_problem(const ConvProblem& problem) {
   ConvProblem p = problem;
@@ -146,7 +174,7 @@ CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads
   plan.tiles = TileModel::of(cpu, problem.dtype);
   if (problem.is_empty()) return plan;  // a zero fill: nothing to decide
   // Every decision below is made for the problem as the schedule will see it.
-  plan.pixels_as_one_row = pixels_form_one_row(problem);
+  plan.pixels_as_one_row = pixels_form_one_row(problem) && one_row_pays(problem, plan.tiles);
   const ConvProblem p = plan.pixels_as_one_row ? one_row_problem(problem) : problem;
   switch (p.direction) {
     case ConvDirection::kBackpropData: plan_data_gradient(p, plan); break;

@@ -35,8 +35,9 @@ enum class ReductionSplit : std::uint8_t {
 /// The 16-bit filter gradient's per-thread copies of its batch operands.
 enum class BatchCopies : std::uint8_t {
   kNone,
-  kPairs,  // image pairs interleaved for vdpbf16ps (dp2n)
-  kWiden,  // each image's dy (and x) widened to f32 once (wdy, wxdy)
+  kPairs,     // image pairs interleaved for vdpbf16ps (dp2n)
+  kWiden,     // each image's dy (and x) widened to f32 once (wdy, wxdy)
+  kRestride,  // f32/f64: each image's x and/or dy copied with padded pixels (rsx, rsdy, rsxdy)
 };
 
 struct CpuPlan final : codegen::Plan {
@@ -121,6 +122,12 @@ struct CpuPlan final : codegen::Plan {
   /// One thread, 16-bit dW: accumulated into f32 partial sums, rounded once (acc=partial).
   bool partial_sums_for_rounding = false;
   BatchCopies batch_copies = BatchCopies::kNone;
+  /// Elements added to each pixel of those copies of x and of dy (0: the copy keeps the
+  /// tensor's pixel stride): where the tiles' consecutive reduce points are a multiple of 512
+  /// bytes apart in an operand, its lines crowd a few L1 sets and the rows of one column block
+  /// (or the columns of one row block) cannot keep them (pixel_padding).
+  std::int64_t x_pixel_padding = 0;
+  std::int64_t y_pixel_padding = 0;
   /// The most bytes a per-thread copy of an operand may take and still be read from L2 between
   /// its uses (half the core's L2): larger copies are made per row chunk, or not unblocked.
   std::int64_t copy_budget_bytes = 0;
@@ -160,6 +167,10 @@ std::int64_t min_chunk_points(const ConvProblem& problem, const CpuPlan& plan);
 /// `tile_cols` columns (the plan's blocking rule, applied by block_reduction to its tiles).
 std::int64_t reduction_chunk_rows(const ConvProblem& problem, const CpuPlan& plan,
                                   std::int64_t tile_cols);
+
+/// Elements to add to each pixel of `channels` elements of `bytes` bytes, read `step` pixels
+/// apart, so that consecutive reads spread over the L1's sets (0 where they already do).
+std::int64_t pixel_padding(std::int64_t channels, std::int64_t bytes, std::int64_t step);
 
 /// Whether a 16-bit filter gradient's per-image widened copy of x pays for itself with tiles of
 /// `tile_cols` columns: each x element is broadcast often enough that converting it once beats

@@ -124,8 +124,9 @@ std::int64_t copy_slots(const LoopNest& nest) {
   return inside ? nest.buffers[static_cast<std::size_t>(copy)].dims.front() : 0;
 }
 
-// The 16-bit filter gradient's batch copies as the schedule made them.
-std::string batch_copies(const LoopNest& nest) {
+// The filter gradient's batch copies as the schedule made them: pairs, widened (w) or padded
+// (rs) copies of x, dy or both.
+std::string batch_copies(const CpuPlan& plan, const LoopNest& nest) {
   bool paired = false;
   std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& body) {
     for (const Stmt& s : body) {
@@ -137,7 +138,9 @@ std::string batch_copies(const LoopNest& nest) {
   if (paired) return "dp2n";
   const bool x = nest.buffer_of_role(BufferRole::kInputCopy) >= 0;
   const bool dy = nest.buffer_of_role(BufferRole::kOutBackpropCopy) >= 0;
-  return dy ? (x ? "wxdy" : "wdy") : "";
+  if (!x && !dy) return "";
+  const char* prefix = plan.batch_copies == BatchCopies::kRestride ? "rs" : "w";
+  return fmt::format("{}{}", prefix, x ? (dy ? "xdy" : "x") : "dy");
 }
 
 }  // namespace
@@ -199,7 +202,7 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
   }
   add(plan.output_slices > 1, fmt::format("slice={}x{}", plan.slices_of_input_channels ? "ic" : "oc",
                                           plan.output_slices));
-  add(plan.batch_copies != BatchCopies::kNone, batch_copies(nest));
+  add(plan.batch_copies != BatchCopies::kNone, batch_copies(plan, nest));
   return fmt::format("{}", fmt::join(t, " "));
 }
 

@@ -191,6 +191,10 @@ std::vector<Geometry> geometries() {
       // rows and columns on both (19 wide, 20 and 12 channels).
       {"channels_last_transposes", 2, 5, 19, 20, 3, 3, 20, 12, 1, 1, 1, 1, Padding::kSame, {}},
       {"depthwise_wide_s2", 1, 6, 37, 3, 3, 4, 1, 2, 2, 2, 1, 1, Padding::kSame, {}, true},
+      // Filter gradients whose pixels are a multiple of 512 bytes apart in x (read at stride 2)
+      // and dy: their batch copies pad every pixel (f32, f64, and the widened 16-bit types).
+      {"padded_pixels_s2", 2, 6, 7, 128, 1, 1, 128, 256, 2, 2, 1, 1, Padding::kValid, {}},
+      {"padded_pixels_3x3", 3, 5, 6, 64, 3, 3, 64, 128, 1, 1, 1, 1, Padding::kSame, {}},
   };
 }
 

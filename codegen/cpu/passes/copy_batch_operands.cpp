@@ -37,6 +37,13 @@
 // elements is broadcast at least four times, so the tiles convert nothing (f16 resnet_3x3_s1
 // 71 -> 51 ms, bf16 54 -> 51; resnet_1x1's x, broadcast twice per element, stays).
 //
+// f32 and f64 filter gradients take the same copies (`x`, `dy`, in their own dtype) where the
+// plan pads their pixels: an operand whose pixels are a multiple of 512 bytes apart puts the
+// lines of consecutive reduce points into a few L1 sets (plan_filter_gradient.cpp,
+// pixel_padding), so the copy lays each pixel out a line or more further apart,
+// [slot][image][pixel][channels + padding], and the tiles read it there. 16-bit widened copies
+// take the same padding.
+//
 // Either copy holds only the window of each image that its slot's tiles read: a thread that
 // takes some rows of every image (block_reduction's row split) copies those rows, not the
 // whole image (bf16 batch1_3x3 on 2 AVX2 threads: 800 KB of f32 dy per thread, past L2).
@@ -57,14 +64,35 @@ namespace {
 
 class BatchOperandCopies {
  public:
-  /// `pairs`: interleave image pairs for vdpbf16ps; otherwise widen each image's dy (and x
-  /// where that pays).
-  /// `budget`: the plan's most bytes a copy may take and still be read from L2.
-  BatchOperandCopies(LoopNest& nest, std::int64_t budget, bool pairs)
-      : nest_(nest), budget_(budget), pairs_(pairs) {
+  /// `pairs`: interleave image pairs for vdpbf16ps; otherwise copy each image's operands in
+  /// the accumulator's dtype: for 16-bit types dy and, where that pays, x (widened); for f32
+  /// and f64 those the plan pads. `budget`: the plan's most bytes a copy may take and still be
+  /// read from L2.
+  BatchOperandCopies(LoopNest& nest, const CpuPlan& plan, bool pairs)
+      : nest_(nest), budget_(plan.copy_budget_bytes), pairs_(pairs) {
     x_ = nest_.buffer_of_kind(BufferKind::kX);
     y_ = nest_.buffer_of_kind(BufferKind::kY);
-    widen_x_ = !pairs_ && x_pays_for_its_copy();
+    if (!pairs_) {
+      x_padding_ = plan.x_pixel_padding;
+      y_padding_ = plan.y_pixel_padding;
+      // 16-bit types widen (also bfloat16 tiles left unpaired where pairs were planned).
+      const bool widening = plan.batch_copies != BatchCopies::kRestride;
+      copy_x_ = (widening && x_pays_for_its_copy()) || x_padding_ > 0;
+      copy_y_ = widening || y_padding_ > 0;
+    }
+  }
+
+  /// Whether every padded copy can address its operand by pixel and channel.
+  bool addressable() const {
+    for (const int operand : widened_operands()) {
+      if (padding_of(operand) > 0 && !addressable_by_pixel(operand)) return false;
+    }
+    return true;
+  }
+
+  /// Whether the copies walk some operand's images as one run (unpadded).
+  bool copies_runs() const {
+    return pairs_ || (copy_x_ && x_padding_ == 0) || (copy_y_ && y_padding_ == 0);
   }
 
 
@@ -275,13 +303,14 @@ class BatchOperandCopies {
     Window whole;
     std::vector<Window> parts;  // empty: the whole window at the batch loop
     const Window& of_part(std::size_t i) const { return parts.empty() ? whole : parts[i]; }
-    std::int64_t largest() const {
-      std::int64_t e = whole.extent;
+    std::int64_t largest() const { return largest_window().extent; }
+    const Window& largest_window() const {
+      const Window* e = &whole;
       if (!parts.empty()) {
-        e = 0;
-        for (const Window& w : parts) e = std::max(e, w.extent);
+        e = &parts.front();
+        for (const Window& w : parts) e = w.extent > e->extent ? &w : e;
       }
-      return e;
+      return *e;
     }
   };
   Placement place(std::vector<Stmt>& batch_body, int operand, const Loop* slot_loop,
@@ -468,26 +497,96 @@ class BatchOperandCopies {
 
   std::int64_t images_per_copy() const { return pairs_ ? 2 : 1; }
 
-  /// The operands widen mode copies: dy always (the column vectors), x (the row broadcasts)
-  /// where each x element is broadcast often enough to pay for its copy.
+  /// The operands the unpaired modes copy: for 16-bit types dy always (the column vectors)
+  /// and x (the row broadcasts) where each x element is broadcast often enough to pay for its
+  /// copy; and every operand whose pixels the plan pads.
   std::vector<int> widened_operands() const {
-    return widen_x_ ? std::vector<int>{x_, y_} : std::vector<int>{y_};
+    std::vector<int> out;
+    if (copy_x_) out.push_back(x_);
+    if (copy_y_) out.push_back(y_);
+    return out;
   }
 
-  /// The widened scratch of `operand` ("xw", "dyw": [slots][images][extent], f32), grown to
-  /// hold this place's copies.
-  int reserve_widened(int operand, std::int64_t slots, std::int64_t images, std::int64_t extent) {
-    return reserve_scratch(operand == x_ ? &xw_ : &yw_, operand == x_ ? "xw" : "dyw",
-                           accumulator_dtype(buffer(operand).dtype), slots, images, extent, 1);
+  std::int64_t padding_of(int operand) const { return operand == x_ ? x_padding_ : y_padding_; }
+
+  /// An element window of `operand`'s image as whole pixels, for its padded copy: the first
+  /// pixel (moving with the copy's loops) and how many.
+  struct PixelWindow {
+    Affine first;
+    std::int64_t count = 0;
+  };
+  // The window's moving start is a whole number of pixels: it moves with row chunks and a
+  // split of H or W (index[1] and [2], whole rows and pixels), never with channels.
+  PixelWindow pixels_of(int operand, const Window& w) const {
+    const std::int64_t pixel = buffer(operand).strides[2];
+    PixelWindow p;
+    for (const auto& term : w.base.terms) p.first = p.first + Affine::var(term.var, term.coef / pixel);
+    p.first = p.first + (w.base.constant + w.lo) / pixel;
+    p.count = (w.lo + w.extent - 1) / pixel - w.lo / pixel + 1;
+    return p;
   }
 
-  /// for k: scratch[slot][index][k] = operand[image][window start + k], the window as one run.
+  /// Whether `operand`'s padded copy can address it by pixel and channel: its images' rows
+  /// dense in pixels (H and W together), channels contiguous, and every window's moving start
+  /// a whole number of pixels.
+  bool addressable_by_pixel(int operand) const {
+    const Buffer& b = buffer(operand);
+    return b.dims.size() == 4 && b.strides[3] == 1 && b.strides[2] >= b.dims[3] &&
+           b.strides[1] == b.dims[2] * b.strides[2];
+  }
+
+  /// The copied scratch of `operand` ("xw", "dyw": [slots][images][extent], or with padded
+  /// pixels "xr", "dyr": [slots][images][pixels][channels + padding]; the accumulator's dtype),
+  /// grown to hold this place's copies of `w`.
+  int reserve_widened(int operand, std::int64_t slots, std::int64_t images, const Window& w) {
+    const DType dtype = accumulator_dtype(buffer(operand).dtype);
+    if (padding_of(operand) == 0) {
+      return reserve_scratch(operand == x_ ? &xw_ : &yw_, operand == x_ ? "xw" : "dyw", dtype,
+                             slots, images, w.extent, 1);
+    }
+    int* id = operand == x_ ? &xw_ : &yw_;
+    if (*id < 0) {
+      Buffer b;
+      b.name = operand == x_ ? "xr" : "dyr";
+      b.kind = BufferKind::kScratch;
+      b.role = operand == x_ ? BufferRole::kInputCopy : BufferRole::kOutBackpropCopy;
+      b.dtype = dtype;
+      b.dims = {0, 0, 0, buffer(operand).dims[3] + padding_of(operand)};
+      b.strides.assign(4, 1);
+      *id = nest_.add_buffer(std::move(b));
+    }
+    Buffer& b = nest_.buffers[static_cast<std::size_t>(*id)];
+    b.dims[0] = std::max(b.dims[0], slots);
+    b.dims[1] = std::max(b.dims[1], images);
+    b.dims[2] = std::max(b.dims[2], pixels_of(operand, w).count);
+    b.strides = {b.dims[1] * b.dims[2] * b.dims[3], b.dims[2] * b.dims[3], b.dims[3], 1};
+    return *id;
+  }
+
+  /// for k: scratch[slot][index][k] = operand[image][window start + k], the window as one run;
+  /// with padded pixels, for each pixel p and channel c: scratch[slot][index][p][c].
   Stmt widen(int operand, int scratch, const Window& w, const Affine& image, const Affine& slot,
              const Affine& index) {
+    const IndexExpr zero(Affine::constant_of(0));
+    if (padding_of(operand) > 0) {
+      const PixelWindow px = pixels_of(operand, w);
+      Loop pixels, channels;
+      pixels.var = nest_.new_var(operand == x_ ? "rpx" : "rpy");
+      pixels.end = px.count;
+      channels.var = nest_.new_var(operand == x_ ? "rcx" : "rcy");
+      channels.end = buffer(operand).dims[3];
+      const Affine p = Affine::var(pixels.var), c = Affine::var(channels.var);
+      Store s;
+      s.dst = Access{scratch, {IndexExpr(slot), IndexExpr(index), IndexExpr(p), IndexExpr(c)}};
+      s.has_src = true;
+      s.src = Access{operand, {IndexExpr(image), zero, IndexExpr(px.first + p), IndexExpr(c)}};
+      channels.body.push_back(Stmt{std::move(s)});
+      pixels.body.push_back(Stmt{std::move(channels)});
+      return Stmt{std::move(pixels)};
+    }
     Loop l;
     l.var = nest_.new_var(operand == x_ ? "wx" : "wy");
     l.end = w.extent;
-    const IndexExpr zero(Affine::constant_of(0));
     Store s;
     s.dst = Access{scratch, {IndexExpr(slot), IndexExpr(index), IndexExpr(Affine::var(l.var))}};
     s.has_src = true;
@@ -501,6 +600,14 @@ class BatchOperandCopies {
   void read_widened(Tile& t, int operand, int scratch, const Window& w, const Affine& slot,
                     const Affine& index) {
     Access& a = operand == x_ ? t.a : t.b;
+    if (padding_of(operand) > 0) {
+      const Buffer& from = buffer(operand);
+      const Affine pixel = a.index[1].numer * (from.strides[1] / from.strides[2]) + a.index[2].numer;
+      a = Access{scratch,
+                 {IndexExpr(slot), IndexExpr(index), IndexExpr(pixel - pixels_of(operand, w).first),
+                  a.index[3]}};
+      return;
+    }
     a = Access{scratch,
                {IndexExpr(slot), IndexExpr(index),
                 IndexExpr(within_image(a) - w.element(Affine::constant_of(0)))}};
@@ -515,7 +622,7 @@ class BatchOperandCopies {
       const Placement p = place(batch.body, operand, slot_loop,
                                 dtype_size(accumulator_dtype(buffer(operand).dtype)));
       const int scratch = reserve_widened(
-          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, p.largest());
+          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, p.largest_window());
       for (std::size_t i = 0; i < batch.body.size(); ++i) {
         const Window& w = p.of_part(i);
         std::vector<Stmt> part(1, std::move(batch.body[i]));
@@ -551,7 +658,7 @@ class BatchOperandCopies {
     for (const int operand : widened_operands()) {
       const Window w = window(body, operand, {slot_loop});
       const int scratch = reserve_widened(
-          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, len, w.extent);
+          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, len, w);
       images.body.push_back(widen(operand, scratch, w, image.substitute(n, Affine::var(images.var)),
                                   slot, Affine::var(images.var)));
       for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
@@ -564,7 +671,8 @@ class BatchOperandCopies {
   LoopNest& nest_;
   std::int64_t budget_;
   bool pairs_;
-  bool widen_x_ = false;
+  bool copy_x_ = false, copy_y_ = false;
+  std::int64_t x_padding_ = 0, y_padding_ = 0;
   int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xw_ = -1, yw_ = -1;
 };
 
@@ -572,15 +680,15 @@ class BatchOperandCopies {
 
 LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
   if (plan.batch_copies == BatchCopies::kNone) return nest;
-  // The copies walk each image of x and dy as one run (an output slice's copies take the other
-  // slices' channels between its own along).
-  if (!images_in_runs(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) ||
-      !images_in_runs(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))])) {
-    return nest;
-  }
+  // Unpadded copies walk each image of x and dy as one run (an output slice's copies would
+  // take the other slices' channels between its own along); padded ones go pixel by pixel.
+  const bool runs =
+      images_in_runs(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))]) &&
+      images_in_runs(nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kY))]);
   if (plan.batch_copies == BatchCopies::kPairs) {
+    if (!runs) return nest;
     LoopNest paired = nest;
-    if (BatchOperandCopies(paired, plan.copy_budget_bytes, true).run(paired.body, nullptr) > 0) {
+    if (BatchOperandCopies(paired, plan, true).run(paired.body, nullptr) > 0) {
       return paired;
     }
     // No pair to form (one image per thread or batch loop, an odd unblocked count): the
@@ -588,7 +696,9 @@ LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
     // take its copies as well.
   }
   LoopNest widened = nest;
-  if (BatchOperandCopies(widened, plan.copy_budget_bytes, false).run(widened.body, nullptr) == 0) {
+  BatchOperandCopies copies(widened, plan, false);
+  if ((copies.copies_runs() && !runs) || !copies.addressable() ||
+      copies.run(widened.body, nullptr) == 0) {
     return nest;
   }
   return widened;
