@@ -272,8 +272,7 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
                                     !p.depthwise && cpu.vector_registers > 0 && p.oc >= 2;
 
   // NHWC: image pairs for vdpbf16ps; or 16-bit images widened to f32 once; or f32 and f64
-  // images copied with padded pixels where the tensors' pixels crowd the L1's sets. The copies
-  // are made per image (or per chunk of its rows), so not where a chunk takes several images.
+  // images copied with padded pixels where the tensors' pixels crowd the L1's sets.
   if (p.format == DataFormat::kNHWC && !p.depthwise && cpu.vector_registers > 0) {
     const std::int64_t eb = dtype_size(ir::accumulator_dtype(p.dtype));
     plan.x_pixel_padding = pixel_padding(whole.ic, eb, p.stride_w);
@@ -282,8 +281,7 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
       plan.batch_copies = BatchCopies::kPairs;
     } else if (widens_to_f32(p.dtype, cpu)) {
       plan.batch_copies = BatchCopies::kWiden;
-    } else if ((plan.x_pixel_padding > 0 || plan.y_pixel_padding > 0) &&
-               (p.n % threads != 0 || images_per_chunk(p, plan, p.n / threads) == 1)) {
+    } else if (plan.x_pixel_padding > 0 || plan.y_pixel_padding > 0) {
       plan.batch_copies = BatchCopies::kRestride;
     }
     if (plan.batch_copies != BatchCopies::kWiden && plan.batch_copies != BatchCopies::kRestride) {
@@ -320,10 +318,10 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
       // (the per-image operand copies want one image per chunk), and one chunk of them all is
       // no blocking at all, its columns still outside its rows (x and dy outgrow L2, so the
       // operand the row blocks reread is one column block's dy). Each thread's images are a
-      // whole number of chunks.
-      const bool per_image_copies = plan.channels_last_out_backprop ||
-                                    plan.channels_last_copies ||
-                                    plan.batch_copies != BatchCopies::kNone;
+      // whole number of chunks. (Padded copies take a chunk's images together.)
+      const bool per_image_copies =
+          plan.channels_last_out_backprop || plan.channels_last_copies ||
+          (plan.batch_copies != BatchCopies::kNone && plan.batch_copies != BatchCopies::kRestride);
       if (!per_image_copies) {
         plan.chunk_images = images_per_chunk(p, plan, p.n / threads);
         if (plan.chunk_images == p.n) {

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numeric>
 #include <regex>
 #include <string>
 #include <thread>
@@ -384,6 +385,66 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
 
       expect_filter_gradient_matches(p, nest, c.threads, seed++);
     }
+  }
+}
+
+// f32 and f64 filter gradients whose x or dy pixels are a multiple of 512 bytes apart (their
+// lines would crowd a few L1 sets) read copies of them with every pixel padded by whole lines,
+// in every schedule form: unblocked, blocked per row chunk, chunks of several images, output
+// slices (whose copies take the slice's channels of each pixel); a stride reads x every other
+// pixel, and only the crowded operand is copied. The widened 16-bit copies take the same
+// padding. Each final nest matches the reference.
+TEST(IrBatchOperandCopies, CrowdedPixelsAreCopiedWithPadding) {
+  struct Case {
+    Geometry g;
+    DType dtype;
+    int threads;
+    std::int64_t l2_bytes;
+    const char* tokens;  // the schedule's kernel-name tokens
+  };
+  const Case cases[] = {
+      {{4, 6, 6, 128, 1, 1, 128, 256, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 1, 1 << 20,
+       "r3x32 rsxdy"},
+      {{2, 16, 16, 128, 1, 1, 128, 256, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 1,
+       64 << 10, "blk=n,oh11 rsxdy"},
+      {{8, 7, 7, 512, 1, 1, 512, 512, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 1,
+       1 << 20, "blk=n4 rsxdy"},
+      {{3, 7, 6, 48, 3, 3, 48, 256, 2, 2, 1, 1, Padding::kSame}, DType::kFloat32, 2, 8192,
+       "slice=ocx2 rsdy"},
+      {{1, 9, 8, 40, 3, 3, 40, 128, 1, 1, 1, 1, Padding::kSame}, DType::kFloat32, 2, 1 << 20,
+       "slice=ocx2 rsdy"},
+      {{2, 5, 5, 256, 1, 1, 256, 512, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 2, 1 << 20,
+       "slice=ocx2 rsxdy"},
+      {{4, 5, 4, 64, 3, 3, 64, 64, 1, 1, 1, 1, Padding::kSame}, DType::kFloat64, 2, 8192,
+       "slice=ocx2 rsxdy"},
+      {{4, 6, 6, 128, 1, 1, 128, 128, 1, 1, 1, 1, Padding::kValid}, DType::kHalf, 1, 8192,
+       "blk=n acc=partial wxdy"}};
+  std::uint64_t seed = 451;
+  for (const Case& c : cases) {
+    const ConvProblem p =
+        make_problem(c.g, ConvDirection::kBackpropFilter, c.dtype, DataFormat::kNHWC);
+    TestTarget t = generic_target(c.threads);
+    t.isa = Isa::kAvx2;
+    t.vector_bytes = 32;
+    t.vector_registers = 16;
+    t.has_fma = t.has_f16c = true;
+    t.l2_bytes = c.l2_bytes;
+    const LoopNest nest = lower_and_schedule(p, t);
+    const std::string text = print(nest);
+    SCOPED_TRACE(text);
+    EXPECT_NE(nest.schedule_summary.find(c.tokens), std::string::npos) << nest.schedule_summary;
+    EXPECT_EQ(text.find("* dy["), std::string::npos);  // no tile reads dy itself
+    // dy's copy, [slot][image][pixel][channel] (a slice's slot in front of output slices):
+    // consecutive pixels reach at least 16 line positions of the 4 KiB an L1 way spans.
+    bool spread = false;
+    for (const Buffer& b : nest.buffers) {
+      if ((b.name == "dyr" || b.name == "dyw") && b.strides.size() >= 4) {
+        const std::int64_t pixel = b.strides[b.strides.size() - 2] * dtype_size(b.dtype);
+        spread = 4096 / std::gcd(pixel, std::int64_t{4096}) >= 16;
+      }
+    }
+    EXPECT_TRUE(spread);
+    expect_filter_gradient_matches(p, nest, c.threads, seed++);
   }
 }
 

@@ -76,7 +76,8 @@ class BatchOperandCopies {
       x_padding_ = plan.x_pixel_padding;
       y_padding_ = plan.y_pixel_padding;
       // 16-bit types widen (also bfloat16 tiles left unpaired where pairs were planned).
-      const bool widening = plan.batch_copies != BatchCopies::kRestride;
+      restride_ = plan.batch_copies == BatchCopies::kRestride;
+      const bool widening = !restride_;
       copy_x_ = (widening && x_pays_for_its_copy()) || x_padding_ > 0;
       copy_y_ = widening || y_padding_ > 0;
     }
@@ -124,6 +125,12 @@ class BatchOperandCopies {
       }
       if (l->kind == LoopKind::kParallel && reduce_pairable(l->body)) {
         pairs_ ? pair_reduce(l->body, l) : widen_reduce(l->body, l);
+        ++paired;
+        continue;
+      }
+      // A batch loop of chunks of several images (padded copies): each chunk's images.
+      if (!pairs_ && batch_loop && l->kind == LoopKind::kSerial && reduce_pairable(l->body)) {
+        widen_reduce(l->body, slot);
         ++paired;
         continue;
       }
@@ -228,7 +235,7 @@ class BatchOperandCopies {
         copied += buffer(operand).strides[0] * dtype_size(accumulator_dtype(buffer(operand).dtype));
       }
     }
-    return (images->end == images_per_copy() || images->end * copied <= budget_) &&
+    return (images->end == images_per_copy() || images->end * copied <= images_budget()) &&
            only_tiles_read_operands(body);
   }
 
@@ -497,6 +504,18 @@ class BatchOperandCopies {
 
   std::int64_t images_per_copy() const { return pairs_ ? 2 : 1; }
 
+  /// The most bytes the copies of several images may take: half the L2 (the plan's budget),
+  /// or for padded f32 and f64 copies, which pay by spreading the tiles' reads over the L1's
+  /// sets wherever the images are, as much as dW takes: a chunk of images whose points the
+  /// reloads of dW's accumulators ask for, never the whole activations.
+  std::int64_t images_budget() const {
+    if (!restride_) return budget_;
+    const Buffer& w = buffer(nest_.buffer_of_kind(BufferKind::kW));
+    std::int64_t filter = 1;
+    for (const std::int64_t d : w.dims) filter *= d;
+    return std::max(budget_, filter * dtype_size(accumulator_dtype(w.dtype)));
+  }
+
   /// The operands the unpaired modes copy: for 16-bit types dy always (the column vectors)
   /// and x (the row broadcasts) where each x element is broadcast often enough to pay for its
   /// copy; and every operand whose pixels the plan pads.
@@ -671,7 +690,7 @@ class BatchOperandCopies {
   LoopNest& nest_;
   std::int64_t budget_;
   bool pairs_;
-  bool copy_x_ = false, copy_y_ = false;
+  bool copy_x_ = false, copy_y_ = false, restride_ = false;
   std::int64_t x_padding_ = 0, y_padding_ = 0;
   int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xw_ = -1, yw_ = -1;
 };
