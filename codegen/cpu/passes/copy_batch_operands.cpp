@@ -310,15 +310,16 @@ class BatchOperandCopies {
     Window whole;
     std::vector<Window> parts;  // empty: the whole window at the batch loop
     const Window& of_part(std::size_t i) const { return parts.empty() ? whole : parts[i]; }
-    std::int64_t largest() const { return largest_window().extent; }
-    const Window& largest_window() const {
-      const Window* e = &whole;
+    std::int64_t largest() const {
+      std::int64_t e = whole.extent;
       if (!parts.empty()) {
-        e = &parts.front();
-        for (const Window& w : parts) e = w.extent > e->extent ? &w : e;
+        e = 0;
+        for (const Window& w : parts) e = std::max(e, w.extent);
       }
-      return *e;
+      return e;
     }
+    /// The windows copies are made of: the whole one, or one per part.
+    std::vector<Window> copied() const { return parts.empty() ? std::vector<Window>{whole} : parts; }
   };
   Placement place(std::vector<Stmt>& batch_body, int operand, const Loop* slot_loop,
                   std::int64_t copy_elem_bytes) const {
@@ -640,8 +641,11 @@ class BatchOperandCopies {
     for (const int operand : widened_operands()) {
       const Placement p = place(batch.body, operand, slot_loop,
                                 dtype_size(accumulator_dtype(buffer(operand).dtype)));
-      const int scratch = reserve_widened(
-          operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, p.largest_window());
+      // Every window reserves its own shape (a padded copy's pixels are not its extent's).
+      int scratch = -1;
+      for (const Window& w : p.copied()) {
+        scratch = reserve_widened(operand, slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, w);
+      }
       for (std::size_t i = 0; i < batch.body.size(); ++i) {
         const Window& w = p.of_part(i);
         std::vector<Stmt> part(1, std::move(batch.body[i]));
