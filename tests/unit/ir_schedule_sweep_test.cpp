@@ -255,6 +255,17 @@ void expect_filter_gradient_matches(const ConvProblem& p, const LoopNest& nest, 
       convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))));
 }
 
+// An AVX2 core (whatever the host) with `threads` threads and an L2 of `l2_bytes`.
+TestTarget avx2_target(int threads, std::int64_t l2_bytes) {
+  TestTarget t = generic_target(threads);
+  t.isa = Isa::kAvx2;
+  t.vector_bytes = 32;
+  t.vector_registers = 16;
+  t.has_fma = t.has_f16c = true;
+  t.l2_bytes = l2_bytes;
+  return t;
+}
+
 // How many elements of an image of dy a slot's copy holds (the pair or widened scratch).
 std::int64_t copied_dy_extent(const LoopNest& nest) {
   for (const Buffer& b : nest.buffers) {
@@ -358,13 +369,7 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
       const Geometry g{c.n, c.hw, c.hw - 1, c.c, 3, 2, c.c, c.oc, 1, 2, 1, 1, Padding::kSame};
       const ConvProblem p =
           make_problem(g, ConvDirection::kBackpropFilter, dtype, DataFormat::kNHWC);
-      TestTarget t = generic_target(c.threads);
-      t.isa = Isa::kAvx2;
-      t.vector_bytes = 32;
-      t.vector_registers = 16;
-      t.has_fma = t.has_f16c = true;
-      t.l2_bytes = c.l2_bytes;
-      const LoopNest nest = lower_and_schedule(p, t);
+      const LoopNest nest = lower_and_schedule(p, avx2_target(c.threads, c.l2_bytes));
       const std::string text = print(nest);
       SCOPED_TRACE(text);
       // x too where each element is broadcast often (32 output channels: 96 FMAs per x
@@ -423,13 +428,7 @@ TEST(IrBatchOperandCopies, CrowdedPixelsAreCopiedWithPadding) {
   for (const Case& c : cases) {
     const ConvProblem p =
         make_problem(c.g, ConvDirection::kBackpropFilter, c.dtype, DataFormat::kNHWC);
-    TestTarget t = generic_target(c.threads);
-    t.isa = Isa::kAvx2;
-    t.vector_bytes = 32;
-    t.vector_registers = 16;
-    t.has_fma = t.has_f16c = true;
-    t.l2_bytes = c.l2_bytes;
-    const LoopNest nest = lower_and_schedule(p, t);
+    const LoopNest nest = lower_and_schedule(p, avx2_target(c.threads, c.l2_bytes));
     const std::string text = print(nest);
     SCOPED_TRACE(text);
     EXPECT_NE(nest.schedule_summary.find(c.tokens), std::string::npos) << nest.schedule_summary;
