@@ -145,8 +145,11 @@ constexpr double kOneRowSavedShare = 0.05;
 // Whether scheduling each image's pixels as one row saves the tiles that share of their
 // cycles: pixels are the tiles' rows with channel vectors (NHWC), their columns otherwise.
 bool one_row_pays(const ConvProblem& p, const TileModel& model) {
+  // A group's channels: the tiles' vector (input channels of the data gradient, output
+  // channels of the forward op) and the reduction over the other side.
   const bool data = p.direction == ConvDirection::kBackpropData;
-  const std::int64_t channels = data ? p.ic : p.oc, reduce = data ? p.oc : p.filter_in;
+  const std::int64_t channels = data ? p.filter_in : p.oc_per_group();
+  const std::int64_t reduce = data ? p.oc_per_group() : p.filter_in;
   const std::int64_t h = p.ih, w = p.iw;
   auto cycles = [&](std::int64_t rows, std::int64_t width) {
     return static_cast<double>(rows) *
