@@ -180,7 +180,8 @@ def _model(layers_module, keras, fmt):
                                       data_format=fmt),
         layers_module.Conv2D(4, (1, 2), dilation_rate=1, groups=2, use_bias=False,
                              data_format=fmt),
-        keras.layers.Flatten(),
+        # Flattened in channels_last order either way, so the Dense weights mean the same.
+        keras.layers.Flatten(data_format=fmt),
         keras.layers.Dense(2),
     ])
 
@@ -192,16 +193,19 @@ def test_keras_fit_matches_keras_layers(fmt):
 
     keras.utils.set_random_seed(0)
     ours = _model(ck, keras, fmt)
-    theirs = _model(keras.layers, keras, fmt)
+    # The reference is Keras' layers in channels_last on the same data: TensorFlow's CPU kernels
+    # cannot train NCHW convolutions (Conv2DBackpropFilter "only supports NHWC"; Keras 3.15 no
+    # longer routes them through XLA), and the weights (HWIO filters) are the same in both.
+    theirs = _model(keras.layers, keras, "channels_last")
     theirs.set_weights(ours.get_weights())
     rng = np.random.default_rng(0)
-    shape = (16, 8, 8, 3) if fmt == "channels_last" else (16, 3, 8, 8)
-    x = rng.standard_normal(shape).astype(np.float32)
+    x = rng.standard_normal((16, 8, 8, 3)).astype(np.float32)
     y = rng.standard_normal((16, 2)).astype(np.float32)
+    x_ours = x if fmt == "channels_last" else np.ascontiguousarray(x.transpose(0, 3, 1, 2))
     losses = []
-    for model in (ours, theirs):
+    for model, data in ((ours, x_ours), (theirs, x)):
         model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
-        history = model.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
+        history = model.fit(data, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
         losses.append(history.history["loss"])
     np.testing.assert_allclose(losses[0], losses[1], rtol=1e-4)
     for a, b in zip(ours.get_weights(), theirs.get_weights()):
