@@ -2,7 +2,8 @@
 // a 1x1 stride-1 problem's pixels as one row first (it lowers the nest again), the vector
 // dimension next (it reorders the lowered loops), the NCHW depthwise copy of dy
 // (its stride-2 form removes W's divisions), residues next (everything after sees affine
-// indices), zero-padded copies of dy for the W-vector tiles (which remove most borders), then
+// indices), a depthwise filter gradient's filter columns kept whole over the columns where they
+// all lie inside x, zero-padded copies of dy for the W-vector tiles (which remove most borders), then
 // borders (so the interior tiles have no guards), packing, channel blocks (whole pixel sweeps
 // per block of the packed filter), register tiles over the guard-free interior, bfloat16
 // reduction pairs (they rewrite the tiles' final reduce loops), the filter gradient's cache
@@ -59,6 +60,7 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   // Dense stride-1 problems per residue (input gradients), zero borders on the dy copies,
   // then the guards' borders peeled so the interior tiles have none.
   add(true, "stride_residue_split", &transform<&stride_residue_split>);
+  add(plan.taps_share_out_backprop, "taps_share_out_backprop", &taps_share_out_backprop);
   add(plan.pad_out_backprop_copies, "pad_transposed_out_backprop", &pad_transposed_out_backprop);
   add(true, "border_peel", &peel_borders);
   // Operand layouts: the packed (and channel-blocked) filter, the depth multiplier's and the

@@ -63,6 +63,7 @@ std::string CpuPlan::describe() const {
   flag(privatize_batch_copies, "privatize_batch_copies");
   flag(border_columns_as_rows, "border_columns_as_rows");
   flag(channels_last_out_backprop, "channels_last_out_backprop");
+  flag(taps_share_out_backprop, "taps_share_out_backprop");
   static constexpr const char* kBlocking[] = {"none", "batch_chunks", "row_split"};
   static constexpr const char* kSplit[] = {"none", "row_threads", "batch", "dims"};
   static constexpr const char* kCopies[] = {"none", "pairs", "widen", "restride"};

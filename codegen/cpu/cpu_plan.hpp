@@ -97,6 +97,9 @@ struct CpuPlan final : codegen::Plan {
   bool border_columns_as_rows = false;
 
   // --- The filter gradient's reduction ------------------------------------------------------
+  /// Depthwise: the filter's columns kept whole over the interior columns of ow, where every
+  /// one lies inside x, so their tiles take them as rows sharing dy (tkw).
+  bool taps_share_out_backprop = false;
   /// NCHW: dy copied channels-last so the tiles' columns (output channels) are contiguous (dyc).
   bool channels_last_out_backprop = false;
   ReductionBlocking reduction_blocking = ReductionBlocking::kNone;

@@ -167,6 +167,8 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
   add(plan.whole_width_rows, "wrow");
   const auto border_rows = nest.derived.find("border_columns_as_rows");
   add(border_rows != nest.derived.end() && border_rows->second > 0, "bcr");
+  const auto shared_taps = nest.derived.find("taps_share_out_backprop");
+  add(shared_taps != nest.derived.end() && shared_taps->second > 0, "tkw");
   add(true, main_tile(nest));
   add(plan.pair_output_channels, "dp2");
   const auto rows = nest.derived.find("chunk_rows");

@@ -359,6 +359,11 @@ void plan_filter_gradient(const ConvProblem& problem, CpuPlan& plan) {
   plan.channels_last_copies = wants_channels_last_copies(problem, plan.cpu);
   ConvProblem p = problem;
   if (plan.channels_last_copies) p.format = DataFormat::kNHWC;
+  // Not for 16-bit types: the later parts would add into a dW already rounded (SEMANTICS.md
+  // rounds it once).
+  plan.taps_share_out_backprop = p.depthwise && p.oc_per_group() == 1 &&
+                                 p.format == DataFormat::kNHWC && plan.cpu.vector_registers > 0 &&
+                                 ir::accumulator_dtype(p.dtype) == p.dtype;
   if (choose_output_slices(p, plan)) {
     // Everything else is decided for one slice on one thread.
     const int threads = plan.threads;

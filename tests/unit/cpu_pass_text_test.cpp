@@ -501,6 +501,55 @@ TEST(IrPassText, ChannelsLastDepthwiseFilterGradientCopiesXAndDyPerImageSlot) {
   EXPECT_NE(text.find("+= xc[chunk, "), std::string::npos) << text;
 }
 
+// A depthwise filter gradient's filter columns over the columns of ow where all three lie
+// inside x: one kw loop that register_tile gives three rows against one shared dy vector.
+// The border columns on either side are parts of their own that border_peel splits by kw; the
+// first part writes dW, the later ones add to it.
+TEST(IrPassText, TapsShareOutBackpropKeepsTheFilterColumnsWholeOverTheInterior) {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropFilter;
+  p.depthwise = true;
+  p.n = 1;
+  p.ih = p.iw = p.oh = p.ow = 12;
+  p.ic = p.oc = p.groups = 8;
+  p.filter_in = 1;
+  p.kh = p.kw = 3;
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+  const TestTarget t = avx2_target(1 << 20);
+  ASSERT_TRUE(testing::plan_for(p, t).taps_share_out_backprop);
+  LoopNest split = run(taps_share_out_backprop, lower(p), t);
+  EXPECT_EQ(print(split), R"(kernel backprop_filter float32 NHWC
+buffer x X float32 dims [1, 12, 12, 8] strides [1152, 96, 8, 1]
+buffer dw W float32 dims [3, 3, 1, 8] strides [24, 8, 8, 1]
+buffer dy Y float32 dims [1, 12, 12, 8] strides [1152, 96, 8, 1]
+for kh in [0, 3):
+  for kw in [0, 3):
+    for g in [0, 8):
+      tile r:1 x v:1
+        reduce n in [0, 1) oh in [0, 12) ow in [0, 1)
+        guard 0 <= kh + oh - 1 < 12
+        guard 0 <= kw + ow - 1 < 12
+        dw[kh, kw, 0, g] = x[n, kh + oh - 1, kw + ow - 1, g] * dy[n, oh, ow, g]
+  for kw in [0, 3):
+    for g in [0, 8):
+      tile r:1 x v:1
+        reduce n in [0, 1) oh in [0, 12) ow in [1, 11)
+        guard 0 <= kh + oh - 1 < 12
+        dw[kh, kw, 0, g] += x[n, kh + oh - 1, kw + ow - 1, g] * dy[n, oh, ow, g]
+  for kw in [0, 3):
+    for g in [0, 8):
+      tile r:1 x v:1
+        reduce n in [0, 1) oh in [0, 12) ow in [11, 12)
+        guard 0 <= kh + oh - 1 < 12
+        guard 0 <= kw + ow - 1 < 12
+        dw[kh, kw, 0, g] += x[n, kh + oh - 1, kw + ow - 1, g] * dy[n, oh, ow, g]
+)");
+  // The interior's tiles take the three filter columns as rows.
+  const std::string text = print(lower_and_schedule(p, t));
+  EXPECT_NE(text.find("tile r:3 x v:8"), std::string::npos) << text;
+  EXPECT_NE(text.find("reduce n in [0, 1) oh in [0, 12) ow in [1, 11)"), std::string::npos) << text;
+}
+
 // The NCHW input gradient's channels-last copies of a batch of 3 on one thread: each image is
 // copied in, computed and copied out before the next, so both scratches hold one image.
 TEST(IrPassText, PrivatizeBatchCopiesWalksImagesThroughOneSlotPerThread) {

@@ -48,12 +48,13 @@ struct ReduceVars {
 };
 
 // The n and oh reduce variables, when every tile reduces over (n, oh, ow) with n whole and
-// step 1 everywhere.
+// step 1 everywhere. A tile may accumulate already (a later part of a reduction split by
+// taps_share_out_backprop): the blocking zeroes dW and makes every tile accumulate anyway.
 bool find_reduce_vars(LoopNest& nest, ReduceVars* vars) {
   bool ok = true, any = false;
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
     any = true;
-    if (t.reduce.size() != 3 || t.accumulate) {
+    if (t.reduce.size() != 3) {
       ok = false;
       return;
     }

@@ -27,6 +27,12 @@ ir::LoopNest narrow_to_output_slice(ir::LoopNest nest, const CpuPlan& plan);
 /// parallel loop, at the slice's offset in the sliced tensors, each slice with scratch of its own.
 ir::LoopNest spread_output_slices(ir::LoopNest nest, const CpuPlan& plan);
 
+/// Depthwise backprop filter: splits each filter-column loop's reduction over ow into the left
+/// border columns, the interior where every filter column lies inside x (its guard on x's W
+/// dropped) and the right border columns, the later parts accumulating, so border_peel leaves
+/// the interior's kw loop whole for register_tile to take as rows sharing dy.
+ir::LoopNest taps_share_out_backprop(ir::LoopNest nest, const CpuPlan& plan);
+
 /// Backprop data: reorders the input-channel loop inside the H loop so tiles can take rows over
 /// channels and vectors along W: always for NCHW (every channel shares the dy vector), and for
 /// NHWC when the cost model prefers W vectors over a mostly masked channel vector (few

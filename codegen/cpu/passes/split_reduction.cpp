@@ -183,8 +183,9 @@ void split_dim(LoopNest& nest, int dim, std::int64_t chunks) {
         t.guards.push_back(Guard{IndexExpr(shifted + (-original.begin), original.step), 0, extent});
       }
     }
-    t.accumulate = false;
   });
+  // Every tile keeps its own accumulate: each chunk's first tile of an element writes its
+  // partial, the later parts of a reduction split by taps_share_out_backprop add to it.
   into_partial(nest.body, pb, ch);
   chunk_loop.body = std::move(nest.body);
   nest.body.clear();
