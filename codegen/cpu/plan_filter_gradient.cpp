@@ -26,6 +26,13 @@ constexpr double kReloadShare = 0.1;
 // or memory keeps the kReloadShare chunks (112-wide 3x3 layers of 128 channels ran 3-5%
 // slower on the one-row L1 chunks).
 constexpr double kL1ChunkReloadShare = 0.2;
+// Share of L1 a chunk's working set for one column block may fill at most where the chunk
+// grows for the reloads (dW beyond L2): its dy slice and the x lines its tiles broadcast from
+// are reread by every row block, and past L1 every tile streams them from L2. On the Zen 3 host
+// (32 KiB L1, r3x32 tiles: 192 bytes a point), ResNet-50's 7x7 1x1 filter gradients of 2048
+// <-> 512 channels in chunks of 4 images (196 points, 37 KB) ran 6% (one thread) and 13% (two)
+// slower than in chunks of 2 (98 points, 19 KB).
+constexpr double kGrownChunkL1Share = 0.75;
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
   return a / b - ((a % b != 0) && ((a < 0) != (b < 0)) ? 1 : 0);
@@ -50,6 +57,20 @@ double chunk_bytes(const ConvProblem& p, std::int64_t rows) {
   const double eb = dtype_size(p.dtype);
   const double x_rows = static_cast<double>(std::min(p.ih, (rows - 1) * p.stride_h + p.kh_eff()));
   return eb * (x_rows * static_cast<double>(p.iw * p.ic) + static_cast<double>(rows * p.ow * p.oc));
+}
+
+// The most reduce points a chunk grown for the reloads may hold: a column block's slice of
+// dy and a line of x per point within kGrownChunkL1Share of L1.
+std::int64_t grown_chunk_points(const ConvProblem& p, const CpuInfo& cpu, std::int64_t tile_cols) {
+  const std::int64_t per_point = tile_cols * dtype_size(p.dtype) + CpuInfo::kCacheLineBytes;
+  return static_cast<std::int64_t>(kGrownChunkL1Share * static_cast<double>(cpu.l1_bytes)) /
+         per_point;
+}
+
+// Whether that cap applies: to tiles reading the problem's own type (f32, f64). The 16-bit
+// types' tiles read widened or paired copies whose chunks were measured as they are.
+bool grown_chunks_capped(const ConvProblem& p) {
+  return ir::accumulator_dtype(p.dtype) == p.dtype;
 }
 
 // The largest divisor of n, oh or ow not above the thread count (exact chunks keep the tiles
@@ -140,20 +161,40 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
   const bool l1_chunk_will_do =
       dw_in_l2 && static_cast<double>(l1_rows * ow) >=
                       kReloadShare / kL1ChunkReloadShare * static_cast<double>(wanted);
-  const std::int64_t rows = l1_chunk_will_do ? l1_rows : std::max(l1_rows, (wanted + ow - 1) / ow);
+  std::int64_t rows = l1_chunk_will_do ? l1_rows : std::max(l1_rows, (wanted + ow - 1) / ow);
+  const std::int64_t cap = std::max(l1_rows, grown_chunk_points(p, cpu, tile_cols) / ow);
+  if (grown_chunks_capped(p) && rows > cap) {
+    // Chunks of equal rows: a short last chunk would reload every tile for a few rows.
+    const std::int64_t oh = std::max<std::int64_t>(p.oh, 1);
+    const std::int64_t chunks = (oh + cap - 1) / cap;
+    rows = (oh + chunks - 1) / chunks;
+  }
   return std::clamp<std::int64_t>(rows, 1, std::max<std::int64_t>(p.oh, 1));
 }
 
 namespace {
 
-// The fewest images of `per_thread` (a divisor of it) whose points reach min_chunk_points.
+// The fewest images of `per_thread` (a divisor of it) whose points reach min_chunk_points,
+// but no more than keep a column block's slice of the chunk in L1 (grown_chunk_points).
 std::int64_t images_per_chunk(const ConvProblem& p, const CpuPlan& plan, std::int64_t per_thread) {
   const std::int64_t points = std::max<std::int64_t>(p.oh * p.ow, 1);
   const std::int64_t wanted = min_chunk_points(p, plan);
+  std::int64_t images = per_thread;
   for (std::int64_t g = 1; g < per_thread; ++g) {
-    if (per_thread % g == 0 && g * points >= wanted) return g;
+    if (per_thread % g == 0 && g * points >= wanted) {
+      images = g;
+      break;
+    }
   }
-  return per_thread;
+  if (!grown_chunks_capped(p) || plan.cpu.vector_bytes == 0) return images;
+  const TileShape tile = plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc,
+                                           p.n * p.oh * p.ow);
+  const std::int64_t cap = grown_chunk_points(p, plan.cpu, tile.cols);
+  while (images > 1 && images * points > cap) {
+    do --images;
+    while (per_thread % images != 0);
+  }
+  return images;
 }
 
 // Bytes of `images` images of x and dy as interleaved pair copies.
