@@ -287,17 +287,20 @@ TEST(IrTileModel, FilterGradientChunksGrowWhenPartialSumsOutgrowL2) {
 
 // Chunks of whole images (7x7 images, dW far beyond L2) stop where a column block's slice of
 // them outgrows three quarters of L1: 4 images (196 points) would keep the reloads at a tenth,
-// but at 192 bytes a point only 2 (98) fit the 32 KB L1 of the AVX2 target, while 48 KB holds
-// 3, which does not divide the 8 images: still 2. With one thread, 8 images, a 1x1 filter.
+// but at 192 bytes a point only 2 (98) fit the 32 KB L1 of the AVX2 target; 48 KB holds 3,
+// which does not divide the 8 images (still 2), and 64 KB the 4 the reloads ask for. With one
+// thread, 8 images, a 1x1 filter.
 TEST(IrTileModel, ImageChunksStayWithinL1) {
   ConvProblem p = backprop_data(DataFormat::kNHWC, 8, 7, 1024, 512, 1, 1);
   p.direction = ConvDirection::kBackpropFilter;
-  const std::string summary = lower_and_schedule(p, avx2()).schedule_summary;
-  EXPECT_NE(summary.find("blk=n2 "), std::string::npos) << summary;
-  TestTarget wide_l1 = avx2();
-  wide_l1.l1_bytes = 48 * 1024;
-  const std::string wide = lower_and_schedule(p, wide_l1).schedule_summary;
-  EXPECT_NE(wide.find("blk=n2 "), std::string::npos) << wide;
+  auto chunks_with_l1 = [&](std::int64_t l1_bytes) {
+    TestTarget target = avx2();
+    target.l1_bytes = l1_bytes;
+    return lower_and_schedule(p, target).schedule_summary;
+  };
+  EXPECT_NE(chunks_with_l1(32 << 10).find("blk=n2 "), std::string::npos) << chunks_with_l1(32 << 10);
+  EXPECT_NE(chunks_with_l1(48 << 10).find("blk=n2 "), std::string::npos) << chunks_with_l1(48 << 10);
+  EXPECT_NE(chunks_with_l1(64 << 10).find("blk=n4 "), std::string::npos) << chunks_with_l1(64 << 10);
 }
 
 // At one vector FMA a cycle (Zen 1's ymm, Zen 4's zmm) four accumulators already hide the FMA
