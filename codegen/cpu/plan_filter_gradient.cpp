@@ -59,12 +59,17 @@ double chunk_bytes(const ConvProblem& p, std::int64_t rows) {
   return eb * (x_rows * static_cast<double>(p.iw * p.ic) + static_cast<double>(rows * p.ow * p.oc));
 }
 
-// The most reduce points a chunk grown for the reloads may hold: a column block's slice of
-// dy and a line of x per point within kGrownChunkL1Share of L1.
+// Bytes of a chunk one column block of `tile_cols` rereads per reduce point: its slice of
+// the dy pixel and the line of x the tile rows broadcast from.
+std::int64_t column_block_point_bytes(const ConvProblem& p, std::int64_t tile_cols) {
+  return tile_cols * dtype_size(p.dtype) + CpuInfo::kCacheLineBytes;
+}
+
+// The most reduce points a chunk grown for the reloads may hold: its column block's bytes
+// within kGrownChunkL1Share of L1.
 std::int64_t grown_chunk_points(const ConvProblem& p, const CpuInfo& cpu, std::int64_t tile_cols) {
-  const std::int64_t per_point = tile_cols * dtype_size(p.dtype) + CpuInfo::kCacheLineBytes;
   return static_cast<std::int64_t>(kGrownChunkL1Share * static_cast<double>(cpu.l1_bytes)) /
-         per_point;
+         column_block_point_bytes(p, tile_cols);
 }
 
 // Whether that cap applies: to tiles reading the problem's own type (f32, f64). The 16-bit
@@ -100,6 +105,12 @@ double accumulated_dw_bytes(const ConvProblem& p) {
   return static_cast<double>(p.kh * p.kw * p.filter_in * p.oc) * acc_bytes;
 }
 
+// The register tile the chunk rules model: input channels as rows, output channels as
+// vectors, over the whole reduction.
+TileShape modelled_tile(const ConvProblem& p, const CpuPlan& plan) {
+  return plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc, p.n * p.oh * p.ow);
+}
+
 }  // namespace
 
 std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
@@ -126,8 +137,7 @@ std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
                                     : CpuInfo::kMemoryBytesPerCycle;
   // A tile of A accumulator vectors waits one latency and moves 2A vectors per chunk, against
   // A FMAs per reduce point.
-  const TileShape tile = plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc,
-                                           p.n * p.oh * p.ow);
+  const TileShape tile = modelled_tile(p, plan);
   const double accumulators = static_cast<double>(
       tile.rows * ((tile.cols + plan.tiles.lanes() - 1) / plan.tiles.lanes()));
   const double reload = latency + 2.0 * accumulators * cpu.vector_bytes / bandwidth;
@@ -151,7 +161,7 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
   // as many rows as keep those within a share of L1: each tile then streams from L1, not L2.
   // But at least the points that keep reloading the accumulators per chunk cheap.
   const std::int64_t ow = std::max<std::int64_t>(p.ow, 1);
-  const std::int64_t per_pixel = tile_cols * dtype_size(p.dtype) + CpuInfo::kCacheLineBytes;
+  const std::int64_t per_pixel = column_block_point_bytes(p, tile_cols);
   const auto pixels =
       static_cast<std::int64_t>(kL1Share * static_cast<double>(cpu.l1_bytes)) / per_pixel;
   const std::int64_t l1_rows = std::max<std::int64_t>(pixels / ow, 1);
@@ -187,9 +197,7 @@ std::int64_t images_per_chunk(const ConvProblem& p, const CpuPlan& plan, std::in
     }
   }
   if (!grown_chunks_capped(p) || plan.cpu.vector_bytes == 0) return images;
-  const TileShape tile = plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc,
-                                           p.n * p.oh * p.ow);
-  const std::int64_t cap = grown_chunk_points(p, plan.cpu, tile.cols);
+  const std::int64_t cap = grown_chunk_points(p, plan.cpu, modelled_tile(p, plan).cols);
   while (images > 1 && images * points > cap) {
     do --images;
     while (per_thread % images != 0);
