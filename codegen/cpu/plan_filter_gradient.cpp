@@ -65,11 +65,16 @@ std::int64_t column_block_point_bytes(const ConvProblem& p, std::int64_t tile_co
   return tile_cols * dtype_size(p.dtype) + CpuInfo::kCacheLineBytes;
 }
 
-// The most reduce points a chunk grown for the reloads may hold: its column block's bytes
-// within kGrownChunkL1Share of L1.
-std::int64_t grown_chunk_points(const ConvProblem& p, const CpuInfo& cpu, std::int64_t tile_cols) {
-  return static_cast<std::int64_t>(kGrownChunkL1Share * static_cast<double>(cpu.l1_bytes)) /
+// The reduce points whose column block's bytes fit within `share` of L1.
+std::int64_t points_within_l1_share(const ConvProblem& p, const CpuInfo& cpu,
+                                    std::int64_t tile_cols, double share) {
+  return static_cast<std::int64_t>(share * static_cast<double>(cpu.l1_bytes)) /
          column_block_point_bytes(p, tile_cols);
+}
+
+// The most reduce points a chunk grown for the reloads may hold.
+std::int64_t grown_chunk_points(const ConvProblem& p, const CpuInfo& cpu, std::int64_t tile_cols) {
+  return points_within_l1_share(p, cpu, tile_cols, kGrownChunkL1Share);
 }
 
 // Whether that cap applies: to tiles reading the problem's own type (f32, f64). The 16-bit
@@ -161,9 +166,7 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
   // as many rows as keep those within a share of L1: each tile then streams from L1, not L2.
   // But at least the points that keep reloading the accumulators per chunk cheap.
   const std::int64_t ow = std::max<std::int64_t>(p.ow, 1);
-  const std::int64_t per_pixel = column_block_point_bytes(p, tile_cols);
-  const auto pixels =
-      static_cast<std::int64_t>(kL1Share * static_cast<double>(cpu.l1_bytes)) / per_pixel;
+  const std::int64_t pixels = points_within_l1_share(p, cpu, tile_cols, kL1Share);
   const std::int64_t l1_rows = std::max<std::int64_t>(pixels / ow, 1);
   const std::int64_t wanted = min_chunk_points(p, plan);
   const bool dw_in_l2 =
