@@ -124,6 +124,9 @@ void choose_ffma_tile(const GemmShape& g, CudaPlan* plan) {
   plan->tile_k = 8;
   plan->micro_m = plan->tile_m / 16;
   plan->micro_n = std::max(1, plan->tile_n / 16);
+  // Two shared stages: the next slice's global loads are in flight while this one is
+  // multiplied (2 x 8 x (64 + 64) floats: 8 KiB). Fewer where the reduction has one slice.
+  plan->stages = 2;
 }
 
 /// The model's tensor-core tile: 2x2 warps on 64x64, narrower for small N.
@@ -158,8 +161,8 @@ void choose_mma_tile(const GemmShape& g, CudaPlan* plan) {
   plan->stages = (plan->math == CudaMath::kMmaF16 || plan->math == CudaMath::kMmaBf16) ? 3 : 2;
 }
 
-/// How each tensor-core operand reaches shared memory (CudaOperandTile): x and y are NHWC or
-/// NCHW, w is always HWIO. In NHWC the channels have unit stride; they run along K for the
+/// How each GEMM operand reaches shared memory (CudaOperandTile; the FFMA kernel uses only
+/// which dimension is contiguous): x and y are NHWC or NCHW, w is always HWIO. In NHWC the channels have unit stride; they run along K for the
 /// forward x and the input gradient's dy and w, along M or N for the filter gradient's x and
 /// dy and the forward w. In NCHW, x's and y's unit stride is the column, along M (forward x,
 /// input-gradient dy) or K (filter gradient); columns are gathered element by element, as
@@ -222,6 +225,9 @@ Status check_gemm_tile(const CudaPlan& p) {
     }
     if (p.micro_m * p.micro_n > 64) {
       return invalid_argument("CUDA plan: a register tile over 64 accumulators would spill");
+    }
+    if (p.stages < 1 || p.stages > 2) {
+      return invalid_argument("CUDA plan: the FFMA kernel takes 1 or 2 stages");
     }
   } else {
     const int frag_m = p.math == CudaMath::kMmaF64 ? 8 : 16;
@@ -304,7 +310,7 @@ int CudaPlan::shared_bytes() const {
     case CudaAlgorithm::kDirect:
       return 0;
     case CudaAlgorithm::kImplicitGemm:
-      return tile_k * (tile_m + tile_n) * acc;
+      return stages * (shared_stage_elements(true) + shared_stage_elements(false)) * acc;
     case CudaAlgorithm::kTensorCore:
       return stages * (shared_stage_elements(true) + shared_stage_elements(false)) *
              dtype_size(problem.dtype);
@@ -327,6 +333,9 @@ int CudaPlan::shared_bytes() const {
 int CudaPlan::shared_row(bool of_a) const {
   const CudaOperandTile& t = of_a ? operand_a : operand_b;
   const int extent = of_a ? tile_m : tile_n;
+  // FFMA slices are rows of m or n for every operand; one copied k-fastest is padded by 4
+  // elements, so the eight k rows a warp stores at once start 4 (f32) or 8 (f64) banks apart.
+  if (algorithm == CudaAlgorithm::kImplicitGemm) return extent + (t.k_contiguous ? 4 : 0);
   switch (math) {
     case CudaMath::kMmaF16:
     case CudaMath::kMmaBf16:
@@ -341,6 +350,7 @@ int CudaPlan::shared_row(bool of_a) const {
 int CudaPlan::shared_stage_elements(bool of_a) const {
   const CudaOperandTile& t = of_a ? operand_a : operand_b;
   const int extent = of_a ? tile_m : tile_n;
+  if (algorithm == CudaAlgorithm::kImplicitGemm) return tile_k * shared_row(of_a);
   return (t.k_contiguous ? extent : tile_k) * shared_row(of_a);
 }
 
@@ -359,7 +369,9 @@ std::string CudaPlan::describe() const {
     case CudaAlgorithm::kDirect:
       break;
     case CudaAlgorithm::kImplicitGemm:
-      text += fmt::format(" tile={}x{}x{} micro={}x{}", tile_m, tile_n, tile_k, micro_m, micro_n);
+      text += fmt::format(" tile={}x{}x{} micro={}x{} stages={} a={}-fastest b={}-fastest", tile_m,
+                          tile_n, tile_k, micro_m, micro_n, stages,
+                          operand_a.k_contiguous ? 'k' : 'm', operand_b.k_contiguous ? 'k' : 'n');
       break;
     case CudaAlgorithm::kTensorCore:
       text += fmt::format(" tile={}x{}x{} warps={}x{} stages={} a={}{} b={}{}", tile_m, tile_n,
@@ -396,6 +408,7 @@ std::string cuda_kernel_name(const CudaPlan& p) {
     case CudaAlgorithm::kImplicitGemm:
       name +=
           fmt::format("igemm_m{}n{}k{}_t{}x{}", p.tile_m, p.tile_n, p.tile_k, p.micro_m, p.micro_n);
+      if (p.stages > 1) name += fmt::format("_s{}", p.stages);
       break;
     case CudaAlgorithm::kTensorCore:
       name +=
@@ -532,7 +545,7 @@ Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
         p.warps_m = (*t)[0];
         p.warps_n = (*t)[1];
       }
-      if (mma) choose_operand_tiles(&p);
+      choose_operand_tiles(&p);  // FFMA: which dimension the slice copies walk fastest
       p.threads = mma ? 32 * p.warps_m * p.warps_n
                       : (p.tile_m / std::max(1, p.micro_m)) * (p.tile_n / std::max(1, p.micro_n));
       CONVJIT_RETURN_IF_ERROR(check_gemm_tile(p));
@@ -567,7 +580,7 @@ Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
           p.fused_residues = fuse && classes.size() > 1;
         }
       }
-      if (mma) {
+      {
         // The longest reduction one CTA walks (the input gradient's residue classes have
         // fewer taps than the whole filter): more stages than its k tiles only cost memory.
         const std::int64_t k_tiles = ceil_div(ceil_div(shape.k, p.split_k), p.tile_k);
@@ -624,7 +637,9 @@ Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
         ((key == "tile") && (p.algorithm == CudaAlgorithm::kImplicitGemm ||
                              p.algorithm == CudaAlgorithm::kTensorCore)) ||
         (key == "micro" && p.algorithm == CudaAlgorithm::kImplicitGemm) ||
-        ((key == "warps" || key == "stages") && p.algorithm == CudaAlgorithm::kTensorCore) ||
+        (key == "warps" && p.algorithm == CudaAlgorithm::kTensorCore) ||
+        (key == "stages" && (p.algorithm == CudaAlgorithm::kImplicitGemm ||
+                             p.algorithm == CudaAlgorithm::kTensorCore)) ||
         (key == "fuse" && problem.direction == ConvDirection::kBackpropData &&
          (p.algorithm == CudaAlgorithm::kImplicitGemm ||
           p.algorithm == CudaAlgorithm::kTensorCore)) ||

@@ -64,7 +64,8 @@ class CudaPlan final : public Plan {
   /// kImplicitGemm: each thread's register tile (tile_m / micro_m rows of threads).
   int micro_m = 0, micro_n = 0;
   /// kTensorCore: warps along M and N (each warp owns a (tile_m/warps_m) x (tile_n/warps_n)
-  /// block of mma fragments); stages of the cp.async pipeline; each operand's shared tile.
+  /// block of mma fragments); each operand's shared tile. GEMM algorithms: shared stages (the
+  /// cp.async pipeline's; the FFMA kernel's double buffer, 1 or 2).
   int warps_m = 0, warps_n = 0, stages = 1;
   CudaOperandTile operand_a, operand_b;
   /// Strided input gradients (GEMM algorithms): all stride-residue classes in one launch, each
@@ -89,9 +90,9 @@ class CudaPlan final : public Plan {
   std::size_t workspace_bytes() const;
   /// Shared memory the main kernel declares.
   int shared_bytes() const;
-  /// kTensorCore: elements per row of an operand's shared tile (a row of k, or of m or n,
-  /// padded so that the eight rows one ldmatrix or fragment load reads fall in different
-  /// banks), and elements per pipeline stage of it.
+  /// GEMM algorithms: elements per row of an operand's shared tile (kTensorCore: a row of k,
+  /// or of m or n, padded so that the eight rows one ldmatrix or fragment load reads fall in
+  /// different banks; kImplicitGemm: a row of m or n), and elements per stage of it.
   int shared_row(bool of_a) const;
   int shared_stage_elements(bool of_a) const;
   /// The accumulation type's size: 8 for f64, else 4.

@@ -41,6 +41,11 @@ std::vector<std::string> variants(const CudaPlan& p) {
         out.push_back(with_split(
             fmt::format("algo=igemm,tile={},micro={}", dims(tm, tn, p.tile_k), dims(um, un))));
       }
+      if (p.stages > 1) {  // one shared stage: half the shared memory, a barrier more per slice
+        out.push_back(with_split(fmt::format("algo=igemm,tile={},micro={},stages=1",
+                                             dims(p.tile_m, p.tile_n, p.tile_k),
+                                             dims(p.micro_m, p.micro_n))));
+      }
       break;
     case CudaAlgorithm::kTensorCore: {
       const std::string algo = "algo=mma";

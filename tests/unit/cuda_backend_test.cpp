@@ -252,17 +252,58 @@ TEST(CudaPlanModel, OperandTilesFollowTheTensorsMemoryOrder) {
   EXPECT_NE(plan_name(fwd, "sm_90").find("_s2_"), std::string::npos) << plan_name(fwd, "sm_90");
 }
 
+// The FFMA kernel: two shared stages wherever the reduction has two k slices (one barrier per
+// slice, the next slice's loads in flight), one where it has a single slice; slices copied
+// k-fastest (NHWC input gradient: dy and w run along k) get rows padded by 4 elements.
+TEST(CudaPlanModel, FfmaStagesAndCopyOrderFollowTheReduction) {
+  auto plan_of = [](const OpDescriptor& d, const std::string& forced) {
+    codegen::PlanOptions options;
+    options.forced = forced;
+    Expected<std::unique_ptr<codegen::CudaPlan>> plan =
+        codegen::make_cuda_plan(problem_of(d), arch("sm_80"), options);
+    EXPECT_TRUE(plan.has_value()) << plan.status().to_string();
+    return plan ? std::move(*plan) : nullptr;
+  };
+  OpDescriptor dgrad = filter_gradient(2, 9);
+  dgrad.op = OpKind::kConv2DBackpropInput;  // K = 3 * 3 * 8 = 72: nine slices of 8
+  auto p = plan_of(dgrad, "algo=igemm,tile=64x8x8,micro=4x1");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->stages, 2);
+  EXPECT_TRUE(p->operand_a.k_contiguous);
+  EXPECT_TRUE(p->operand_b.k_contiguous);
+  EXPECT_EQ(p->shared_bytes(), 2 * 8 * ((64 + 4) + (8 + 4)) * 4);
+  EXPECT_NE(p->kernel_name.find("_t4x1_s2"), std::string::npos) << p->kernel_name;
+  p = plan_of(dgrad, "algo=igemm,tile=64x8x8,micro=4x1,stages=1");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->shared_bytes(), 8 * ((64 + 4) + (8 + 4)) * 4);
+  EXPECT_EQ(p->kernel_name.find("_s2"), std::string::npos) << p->kernel_name;
+  // The filter gradient's NHWC x and dy run along m and n: unpadded rows.
+  OpDescriptor wgrad = filter_gradient(1, 8);
+  p = plan_of(wgrad, "algo=igemm,tile=64x8x8,micro=4x1");
+  ASSERT_NE(p, nullptr);
+  EXPECT_FALSE(p->operand_a.k_contiguous);
+  EXPECT_EQ(p->shared_bytes(), 2 * 8 * (64 + 8) * 4);
+  // One slice of k (a 1x1 filter over 8 channels, K = 8): one stage.
+  dgrad.filter = {1, 1, 8, 8};
+  dgrad.padding = Padding::kValid;
+  dgrad.strides = {1, 1, 1, 1};
+  dgrad.out_backprop = {2, 9, 9, 8};
+  p = plan_of(dgrad, "algo=igemm");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->stages, 1);
+}
+
 TEST(CudaPlanModel, ChoosesAlgorithmFromProblemAndDevice) {
   OpDescriptor d = filter_gradient(1, 8);
-  EXPECT_EQ(plan_name(d, "sm_80"), "cuda_sm80_f32_bwd_filter_nhwc_igemm_m128n8k8_t8x1");
+  EXPECT_EQ(plan_name(d, "sm_80"), "cuda_sm80_f32_bwd_filter_nhwc_igemm_m128n8k8_t8x1_s2");
   EXPECT_EQ(plan_name(d, "sm_80", MathMode::kTF32),
             "cuda_sm80_f32_tf32_bwd_filter_nhwc_mma_m64n8k16_w4x1_s2_amvbnv");
   d.dtype = DType::kBFloat16;
   // Three stages for 16-bit operands, but no more than the reduction's k tiles (2 here).
   EXPECT_EQ(plan_name(d, "sm_90"), "cuda_sm90_bf16_bwd_filter_nhwc_mma_m64n8k32_w4x1_s2_amvbnv");
-  EXPECT_EQ(plan_name(d, "sm_75"), "cuda_sm75_bf16_bwd_filter_nhwc_igemm_m128n8k8_t8x1");
+  EXPECT_EQ(plan_name(d, "sm_75"), "cuda_sm75_bf16_bwd_filter_nhwc_igemm_m128n8k8_t8x1_s2");
   d.dtype = DType::kFloat64;
-  EXPECT_EQ(plan_name(d, "sm_86"), "cuda_sm86_f64_bwd_filter_nhwc_igemm_m128n8k8_t8x1");
+  EXPECT_EQ(plan_name(d, "sm_86"), "cuda_sm86_f64_bwd_filter_nhwc_igemm_m128n8k8_t8x1_s2");
   // A big reduction over few output tiles is split.
   EXPECT_NE(plan_name(filter_gradient(), "sm_80").find("_sk8"), std::string::npos)
       << plan_name(filter_gradient(), "sm_80");
@@ -281,11 +322,11 @@ TEST(CudaPlanModel, ChoosesAlgorithmFromProblemAndDevice) {
   dgrad.op = OpKind::kConv2DBackpropInput;
   dgrad.out_backprop = {2, 5, 5, 8};
   dgrad.strides = {1, 2, 2, 1};
-  EXPECT_EQ(plan_name(dgrad, "sm_80"), "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_r2x2f");
+  EXPECT_EQ(plan_name(dgrad, "sm_80"), "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_s2_r2x2f");
   // The residue classes in one launch by default, one launch each when forced; fuse applies to
   // strided input gradients only.
   EXPECT_EQ(plan_name(dgrad, "sm_80", MathMode::kExact, "algo=igemm,fuse=0"),
-            "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_r2x2");
+            "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_s2_r2x2");
   EXPECT_NE(plan_name(dgrad, "sm_80", MathMode::kExact, "algo=igemm,fuse=2").find("0 or 1"),
             std::string::npos);
   EXPECT_NE(plan_name(filter_gradient(), "sm_80", MathMode::kExact, "algo=igemm,fuse=1")
@@ -311,13 +352,14 @@ TEST(CudaPlanModel, ChoosesAlgorithmFromProblemAndDevice) {
 TEST(CudaPlanModel, ForcedChoicesAreCheckedWithClearErrors) {
   const OpDescriptor d = filter_gradient(1, 8);
   EXPECT_EQ(plan_name(d, "sm_80", MathMode::kExact, "algo=igemm,tile=32x16x4,micro=2x2,splitk=3"),
-            "cuda_sm80_f32_bwd_filter_nhwc_igemm_m32n16k4_t2x2_sk3");
+            "cuda_sm80_f32_bwd_filter_nhwc_igemm_m32n16k4_t2x2_s2_sk3");
   const std::pair<const char*, const char*> bad[] = {
       {"algo=fast", "algo must be direct, igemm, mma or dw"},
       {"algo=mma", "algo=mma needs sm_80 or later and f16, bf16, f64 or f32 with TF32"},
       {"algo=igemm,tile=64x64", "tile needs 3 numbers"},
       {"algo=igemm,tile=64x64x8,micro=5x4", "not a multiple of micro"},
       {"algo=igemm,tile=128x128x64,micro=8x8", "shared memory"},
+      {"algo=igemm,stages=3", "1 or 2 stages"},
       {"algo=igemm,tile=256x256x8", "over 64 accumulators"},
       {"algo=direct,threads=48", "multiple of 32"},
       {"algo=dw", "depthwise gradients (one input channel per group) only"},
