@@ -162,11 +162,12 @@ void choose_mma_tile(const GemmShape& g, CudaPlan* plan) {
 }
 
 /// How each GEMM operand reaches shared memory (CudaOperandTile; the FFMA kernel uses only
-/// which dimension is contiguous): x and y are NHWC or NCHW, w is always HWIO. In NHWC the channels have unit stride; they run along K for the
-/// forward x and the input gradient's dy and w, along M or N for the filter gradient's x and
-/// dy and the forward w. In NCHW, x's and y's unit stride is the column, along M (forward x,
-/// input-gradient dy) or K (filter gradient); columns are gathered element by element, as
-/// padding and stride decide each one's validity. Runs of 16 bytes are whole when the group's
+/// which dimension is contiguous): x and y are NHWC or NCHW, w is always HWIO. In NHWC the
+/// channels have unit stride; they run along K for the forward x and the input gradient's dy
+/// and w, along M or N for the filter gradient's x and dy and the forward w. In NCHW, x's and
+/// y's unit stride is the column, along M (forward x, input-gradient dy) or K (filter
+/// gradient); columns are gathered element by element, as padding and stride decide each
+/// one's validity. Runs of 16 bytes are whole when the group's
 /// channels are a multiple of them.
 void choose_operand_tiles(CudaPlan* plan) {
   const ConvProblem& p = plan->problem;
@@ -369,8 +370,8 @@ std::string CudaPlan::describe() const {
     case CudaAlgorithm::kDirect:
       break;
     case CudaAlgorithm::kImplicitGemm:
-      text += fmt::format(" tile={}x{}x{} micro={}x{} stages={} a={}-fastest b={}-fastest", tile_m,
-                          tile_n, tile_k, micro_m, micro_n, stages,
+      text += fmt::format(" tile={}x{}x{} micro={}x{} stages={} a={}-fastest b={}-fastest",
+                          tile_m, tile_n, tile_k, micro_m, micro_n, stages,
                           operand_a.k_contiguous ? 'k' : 'm', operand_b.k_contiguous ? 'k' : 'n');
       break;
     case CudaAlgorithm::kTensorCore:
