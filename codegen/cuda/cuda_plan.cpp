@@ -581,6 +581,10 @@ Expected<std::unique_ptr<CudaPlan>> make_plan(const ConvProblem& problem,
           p.fused_residues = fuse && classes.size() > 1;
         }
       }
+      // One FFMA stage where the residue classes are fused: every class's CTA body is inlined
+      // into one kernel, and double-buffered bodies made NVRTC take 2-3x as long on the strided
+      // stems (ConvNeXt's 16 classes: 3 s -> 9-10 s) and 40 more registers.
+      if (!mma && p.fused_residues) p.stages = 1;
       {
         // The longest reduction one CTA walks (the input gradient's residue classes have
         // fewer taps than the whole filter): more stages than its k tiles only cost memory.

@@ -283,6 +283,17 @@ TEST(CudaPlanModel, FfmaStagesAndCopyOrderFollowTheReduction) {
   ASSERT_NE(p, nullptr);
   EXPECT_FALSE(p->operand_a.k_contiguous);
   EXPECT_EQ(p->shared_bytes(), 2 * 8 * (64 + 8) * 4);
+  // Fused residue classes (a strided input gradient): one stage, separate launches two.
+  OpDescriptor strided = dgrad;
+  strided.strides = {1, 2, 2, 1};
+  strided.out_backprop = {2, 5, 5, 8};
+  p = plan_of(strided, "algo=igemm");
+  ASSERT_NE(p, nullptr);
+  EXPECT_TRUE(p->fused_residues);
+  EXPECT_EQ(p->stages, 1);
+  p = plan_of(strided, "algo=igemm,fuse=0");
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->stages, 2);
   // One slice of k (a 1x1 filter over 8 channels, K = 8): one stage.
   dgrad.filter = {1, 1, 8, 8};
   dgrad.padding = Padding::kValid;
@@ -322,7 +333,7 @@ TEST(CudaPlanModel, ChoosesAlgorithmFromProblemAndDevice) {
   dgrad.op = OpKind::kConv2DBackpropInput;
   dgrad.out_backprop = {2, 5, 5, 8};
   dgrad.strides = {1, 2, 2, 1};
-  EXPECT_EQ(plan_name(dgrad, "sm_80"), "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_s2_r2x2f");
+  EXPECT_EQ(plan_name(dgrad, "sm_80"), "cuda_sm80_f32_bwd_data_nhwc_igemm_m128n8k8_t8x1_r2x2f");
   // The residue classes in one launch by default, one launch each when forced; fuse applies to
   // strided input gradients only.
   EXPECT_EQ(plan_name(dgrad, "sm_80", MathMode::kExact, "algo=igemm,fuse=0"),

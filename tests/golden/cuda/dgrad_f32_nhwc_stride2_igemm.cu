@@ -1,11 +1,11 @@
-// kernel cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f
+// kernel cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f
 // workspace 0
 // tensors 2688 1080 640 x
-// launch cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f 4 1 1 128 1 1 3072
+// launch cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f 4 1 1 128 1 1 1536
 // 
-// convjit CUDA kernel cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f
+// convjit CUDA kernel cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f
 // problem: direction=backprop_data depthwise=false dtype=float32 format=NHWC n=2 ih=7 iw=8 ic=6 kh=3 kw=3 filter_in=6 oc=5 groups=1 oh=4 ow=4 strides=[2,2] dilations=[1,1] pads=[1,1,0,1]
-// plan:    target=sm_80 algo=igemm math=f32 tile=32x8x8 micro=2x1 stages=2 a=k-fastest b=k-fastest fuse=1 threads=128 splitk=1 smem=3072 workspace=0
+// plan:    target=sm_80 algo=igemm math=f32 tile=32x8x8 micro=2x1 stages=1 a=k-fastest b=k-fastest fuse=1 threads=128 splitk=1 smem=1536 workspace=0
 // Generated for this problem only: every size and stride is a constant.
 
 typedef float elem_t;  // the tensors' element type
@@ -57,7 +57,7 @@ CJ_DEVICE cj_index class_h0w0_c_offset(cj_index group, cj_index m, cj_index col)
 }
 
 // CTA tile 32x8x8, 128 threads each with a 2x1 register tile.
-CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h0w0_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
+CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h0w0_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.y);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.w);
   elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.x);
@@ -76,73 +76,45 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h0w
     CJ_UNROLL
     for (int j = 0; j < 1; ++j) acc[i][j] = 0;
   acc_t a_next[2], b_next[1];  // this thread's elements of the next slice
-  CJ_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    const cj_index row = tile_m + mn, k = k_begin + kk;
-    acc_t v = 0;
-    if (row < kM && k < k_end) {
-      const cj_index offset = class_h0w0_a_offset(group, row, k);
-      if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-    }
-    a_next[r] = v;
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 1; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    const cj_index row = tile_n + mn, k = k_begin + kk;
-    acc_t v = 0;
-    if (e < 64 && row < kN && k < k_end) {
-      const cj_index offset = class_h0w0_b_offset(group, k, row);
-      if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-    }
-    b_next[r] = v;
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 1; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    if (e >= 64) break;
-    CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
-  }
-  __syncthreads();
-  for (cj_index k0 = k_begin; k0 < k_end; k0 += 16) {
-    // The slice at k0 from stage 0, the next one loaded into stage 1.
-    const bool more0 = k0 + 8 < k_end;
-    if (more0) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_m + mn, k = k0 + 8 + kk;
-        acc_t v = 0;
-        if (row < kM && k < k_end) {
-          const cj_index offset = class_h0w0_a_offset(group, row, k);
-          if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-        }
-        a_next[r] = v;
+  for (cj_index k0 = k_begin; k0 < k_end; k0 += 8) {
+    CJ_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      const cj_index row = tile_m + mn, k = k0 + kk;
+      acc_t v = 0;
+      if (row < kM && k < k_end) {
+        const cj_index offset = class_h0w0_a_offset(group, row, k);
+        if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
       }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_n + mn, k = k0 + 8 + kk;
-        acc_t v = 0;
-        if (e < 64 && row < kN && k < k_end) {
-          const cj_index offset = class_h0w0_b_offset(group, k, row);
-          if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-        }
-        b_next[r] = v;
-      }
+      a_next[r] = v;
     }
+    CJ_UNROLL
+    for (int r = 0; r < 1; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      const cj_index row = tile_n + mn, k = k0 + kk;
+      acc_t v = 0;
+      if (e < 64 && row < kN && k < k_end) {
+        const cj_index offset = class_h0w0_b_offset(group, k, row);
+        if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
+      }
+      b_next[r] = v;
+    }
+    CJ_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
+    }
+    CJ_UNROLL
+    for (int r = 0; r < 1; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      if (e >= 64) break;
+      CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
+    }
+    __syncthreads();
     CJ_UNROLL
     for (int kk = 0; kk < 8; ++kk) {
       acc_t a[2], b[1];
@@ -154,78 +126,6 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h0w
       for (int i = 0; i < 2; ++i)
         CJ_UNROLL
         for (int j = 0; j < 1; ++j) acc[i][j] = cj_fma(a[i], b[j], acc[i][j]);
-    }
-    if (more0) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        CJ_STS(a_tile, (1) * 288 + kk * 36 + mn, a_next[r]);
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        if (e >= 64) break;
-        CJ_STS(b_tile, (1) * 96 + kk * 12 + mn, b_next[r]);
-      }
-    }
-    __syncthreads();
-    // The slice at k0 + 8 from stage 1, the next one loaded into stage 0.
-    if (k0 + 8 >= k_end) break;
-    const bool more1 = k0 + 8 + 8 < k_end;
-    if (more1) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_m + mn, k = k0 + 8 + 8 + kk;
-        acc_t v = 0;
-        if (row < kM && k < k_end) {
-          const cj_index offset = class_h0w0_a_offset(group, row, k);
-          if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-        }
-        a_next[r] = v;
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_n + mn, k = k0 + 8 + 8 + kk;
-        acc_t v = 0;
-        if (e < 64 && row < kN && k < k_end) {
-          const cj_index offset = class_h0w0_b_offset(group, k, row);
-          if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-        }
-        b_next[r] = v;
-      }
-    }
-    CJ_UNROLL
-    for (int kk = 0; kk < 8; ++kk) {
-      acc_t a[2], b[1];
-      CJ_UNROLL
-      for (int i = 0; i < 2; ++i) a[i] = CJ_LDS(a_tile, 288 + kk * 36 + thread_m + i);
-      CJ_UNROLL
-      for (int j = 0; j < 1; ++j) b[j] = CJ_LDS(b_tile, 96 + kk * 12 + thread_n + j);
-      CJ_UNROLL
-      for (int i = 0; i < 2; ++i)
-        CJ_UNROLL
-        for (int j = 0; j < 1; ++j) acc[i][j] = cj_fma(a[i], b[j], acc[i][j]);
-    }
-    if (more1) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        if (e >= 64) break;
-        CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
-      }
     }
     __syncthreads();
   }
@@ -262,7 +162,7 @@ CJ_DEVICE cj_index class_h0w1_c_offset(cj_index group, cj_index m, cj_index col)
 }
 
 // CTA tile 32x8x8, 128 threads each with a 2x1 register tile.
-CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h0w1_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
+CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h0w1_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.y);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.w);
   elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.x);
@@ -281,73 +181,45 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h0w
     CJ_UNROLL
     for (int j = 0; j < 1; ++j) acc[i][j] = 0;
   acc_t a_next[2], b_next[1];  // this thread's elements of the next slice
-  CJ_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    const cj_index row = tile_m + mn, k = k_begin + kk;
-    acc_t v = 0;
-    if (row < kM && k < k_end) {
-      const cj_index offset = class_h0w1_a_offset(group, row, k);
-      if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-    }
-    a_next[r] = v;
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 1; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    const cj_index row = tile_n + mn, k = k_begin + kk;
-    acc_t v = 0;
-    if (e < 64 && row < kN && k < k_end) {
-      const cj_index offset = class_h0w1_b_offset(group, k, row);
-      if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-    }
-    b_next[r] = v;
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 1; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    if (e >= 64) break;
-    CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
-  }
-  __syncthreads();
-  for (cj_index k0 = k_begin; k0 < k_end; k0 += 16) {
-    // The slice at k0 from stage 0, the next one loaded into stage 1.
-    const bool more0 = k0 + 8 < k_end;
-    if (more0) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_m + mn, k = k0 + 8 + kk;
-        acc_t v = 0;
-        if (row < kM && k < k_end) {
-          const cj_index offset = class_h0w1_a_offset(group, row, k);
-          if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-        }
-        a_next[r] = v;
+  for (cj_index k0 = k_begin; k0 < k_end; k0 += 8) {
+    CJ_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      const cj_index row = tile_m + mn, k = k0 + kk;
+      acc_t v = 0;
+      if (row < kM && k < k_end) {
+        const cj_index offset = class_h0w1_a_offset(group, row, k);
+        if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
       }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_n + mn, k = k0 + 8 + kk;
-        acc_t v = 0;
-        if (e < 64 && row < kN && k < k_end) {
-          const cj_index offset = class_h0w1_b_offset(group, k, row);
-          if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-        }
-        b_next[r] = v;
-      }
+      a_next[r] = v;
     }
+    CJ_UNROLL
+    for (int r = 0; r < 1; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      const cj_index row = tile_n + mn, k = k0 + kk;
+      acc_t v = 0;
+      if (e < 64 && row < kN && k < k_end) {
+        const cj_index offset = class_h0w1_b_offset(group, k, row);
+        if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
+      }
+      b_next[r] = v;
+    }
+    CJ_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
+    }
+    CJ_UNROLL
+    for (int r = 0; r < 1; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      if (e >= 64) break;
+      CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
+    }
+    __syncthreads();
     CJ_UNROLL
     for (int kk = 0; kk < 8; ++kk) {
       acc_t a[2], b[1];
@@ -359,78 +231,6 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h0w
       for (int i = 0; i < 2; ++i)
         CJ_UNROLL
         for (int j = 0; j < 1; ++j) acc[i][j] = cj_fma(a[i], b[j], acc[i][j]);
-    }
-    if (more0) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        CJ_STS(a_tile, (1) * 288 + kk * 36 + mn, a_next[r]);
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        if (e >= 64) break;
-        CJ_STS(b_tile, (1) * 96 + kk * 12 + mn, b_next[r]);
-      }
-    }
-    __syncthreads();
-    // The slice at k0 + 8 from stage 1, the next one loaded into stage 0.
-    if (k0 + 8 >= k_end) break;
-    const bool more1 = k0 + 8 + 8 < k_end;
-    if (more1) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_m + mn, k = k0 + 8 + 8 + kk;
-        acc_t v = 0;
-        if (row < kM && k < k_end) {
-          const cj_index offset = class_h0w1_a_offset(group, row, k);
-          if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-        }
-        a_next[r] = v;
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_n + mn, k = k0 + 8 + 8 + kk;
-        acc_t v = 0;
-        if (e < 64 && row < kN && k < k_end) {
-          const cj_index offset = class_h0w1_b_offset(group, k, row);
-          if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-        }
-        b_next[r] = v;
-      }
-    }
-    CJ_UNROLL
-    for (int kk = 0; kk < 8; ++kk) {
-      acc_t a[2], b[1];
-      CJ_UNROLL
-      for (int i = 0; i < 2; ++i) a[i] = CJ_LDS(a_tile, 288 + kk * 36 + thread_m + i);
-      CJ_UNROLL
-      for (int j = 0; j < 1; ++j) b[j] = CJ_LDS(b_tile, 96 + kk * 12 + thread_n + j);
-      CJ_UNROLL
-      for (int i = 0; i < 2; ++i)
-        CJ_UNROLL
-        for (int j = 0; j < 1; ++j) acc[i][j] = cj_fma(a[i], b[j], acc[i][j]);
-    }
-    if (more1) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        if (e >= 64) break;
-        CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
-      }
     }
     __syncthreads();
   }
@@ -467,7 +267,7 @@ CJ_DEVICE cj_index class_h1w0_c_offset(cj_index group, cj_index m, cj_index col)
 }
 
 // CTA tile 32x8x8, 128 threads each with a 2x1 register tile.
-CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w0_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
+CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h1w0_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.y);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.w);
   elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.x);
@@ -486,73 +286,45 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w
     CJ_UNROLL
     for (int j = 0; j < 1; ++j) acc[i][j] = 0;
   acc_t a_next[2], b_next[1];  // this thread's elements of the next slice
-  CJ_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    const cj_index row = tile_m + mn, k = k_begin + kk;
-    acc_t v = 0;
-    if (row < kM && k < k_end) {
-      const cj_index offset = class_h1w0_a_offset(group, row, k);
-      if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-    }
-    a_next[r] = v;
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 1; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    const cj_index row = tile_n + mn, k = k_begin + kk;
-    acc_t v = 0;
-    if (e < 64 && row < kN && k < k_end) {
-      const cj_index offset = class_h1w0_b_offset(group, k, row);
-      if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-    }
-    b_next[r] = v;
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 1; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    if (e >= 64) break;
-    CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
-  }
-  __syncthreads();
-  for (cj_index k0 = k_begin; k0 < k_end; k0 += 16) {
-    // The slice at k0 from stage 0, the next one loaded into stage 1.
-    const bool more0 = k0 + 8 < k_end;
-    if (more0) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_m + mn, k = k0 + 8 + kk;
-        acc_t v = 0;
-        if (row < kM && k < k_end) {
-          const cj_index offset = class_h1w0_a_offset(group, row, k);
-          if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-        }
-        a_next[r] = v;
+  for (cj_index k0 = k_begin; k0 < k_end; k0 += 8) {
+    CJ_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      const cj_index row = tile_m + mn, k = k0 + kk;
+      acc_t v = 0;
+      if (row < kM && k < k_end) {
+        const cj_index offset = class_h1w0_a_offset(group, row, k);
+        if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
       }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_n + mn, k = k0 + 8 + kk;
-        acc_t v = 0;
-        if (e < 64 && row < kN && k < k_end) {
-          const cj_index offset = class_h1w0_b_offset(group, k, row);
-          if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-        }
-        b_next[r] = v;
-      }
+      a_next[r] = v;
     }
+    CJ_UNROLL
+    for (int r = 0; r < 1; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      const cj_index row = tile_n + mn, k = k0 + kk;
+      acc_t v = 0;
+      if (e < 64 && row < kN && k < k_end) {
+        const cj_index offset = class_h1w0_b_offset(group, k, row);
+        if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
+      }
+      b_next[r] = v;
+    }
+    CJ_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
+    }
+    CJ_UNROLL
+    for (int r = 0; r < 1; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      if (e >= 64) break;
+      CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
+    }
+    __syncthreads();
     CJ_UNROLL
     for (int kk = 0; kk < 8; ++kk) {
       acc_t a[2], b[1];
@@ -564,78 +336,6 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w
       for (int i = 0; i < 2; ++i)
         CJ_UNROLL
         for (int j = 0; j < 1; ++j) acc[i][j] = cj_fma(a[i], b[j], acc[i][j]);
-    }
-    if (more0) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        CJ_STS(a_tile, (1) * 288 + kk * 36 + mn, a_next[r]);
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        if (e >= 64) break;
-        CJ_STS(b_tile, (1) * 96 + kk * 12 + mn, b_next[r]);
-      }
-    }
-    __syncthreads();
-    // The slice at k0 + 8 from stage 1, the next one loaded into stage 0.
-    if (k0 + 8 >= k_end) break;
-    const bool more1 = k0 + 8 + 8 < k_end;
-    if (more1) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_m + mn, k = k0 + 8 + 8 + kk;
-        acc_t v = 0;
-        if (row < kM && k < k_end) {
-          const cj_index offset = class_h1w0_a_offset(group, row, k);
-          if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-        }
-        a_next[r] = v;
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_n + mn, k = k0 + 8 + 8 + kk;
-        acc_t v = 0;
-        if (e < 64 && row < kN && k < k_end) {
-          const cj_index offset = class_h1w0_b_offset(group, k, row);
-          if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-        }
-        b_next[r] = v;
-      }
-    }
-    CJ_UNROLL
-    for (int kk = 0; kk < 8; ++kk) {
-      acc_t a[2], b[1];
-      CJ_UNROLL
-      for (int i = 0; i < 2; ++i) a[i] = CJ_LDS(a_tile, 288 + kk * 36 + thread_m + i);
-      CJ_UNROLL
-      for (int j = 0; j < 1; ++j) b[j] = CJ_LDS(b_tile, 96 + kk * 12 + thread_n + j);
-      CJ_UNROLL
-      for (int i = 0; i < 2; ++i)
-        CJ_UNROLL
-        for (int j = 0; j < 1; ++j) acc[i][j] = cj_fma(a[i], b[j], acc[i][j]);
-    }
-    if (more1) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        if (e >= 64) break;
-        CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
-      }
     }
     __syncthreads();
   }
@@ -672,7 +372,7 @@ CJ_DEVICE cj_index class_h1w1_c_offset(cj_index group, cj_index m, cj_index col)
 }
 
 // CTA tile 32x8x8, 128 threads each with a 2x1 register tile.
-CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w1_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
+CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h1w1_cta(const cj_args& args, cj_index block_m, acc_t* a_tile, acc_t* b_tile) {
   const elem_t* __restrict__ a_src = static_cast<const elem_t*>(args.y);
   const elem_t* __restrict__ b_src = static_cast<const elem_t*>(args.w);
   elem_t* __restrict__ c_dst = static_cast<elem_t*>(args.x);
@@ -691,73 +391,45 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w
     CJ_UNROLL
     for (int j = 0; j < 1; ++j) acc[i][j] = 0;
   acc_t a_next[2], b_next[1];  // this thread's elements of the next slice
-  CJ_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    const cj_index row = tile_m + mn, k = k_begin + kk;
-    acc_t v = 0;
-    if (row < kM && k < k_end) {
-      const cj_index offset = class_h1w1_a_offset(group, row, k);
-      if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-    }
-    a_next[r] = v;
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 1; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    const cj_index row = tile_n + mn, k = k_begin + kk;
-    acc_t v = 0;
-    if (e < 64 && row < kN && k < k_end) {
-      const cj_index offset = class_h1w1_b_offset(group, k, row);
-      if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-    }
-    b_next[r] = v;
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 2; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
-  }
-  CJ_UNROLL
-  for (int r = 0; r < 1; ++r) {
-    const int e = tid + r * 128;
-    const int kk = e % 8, mn = e / 8;
-    if (e >= 64) break;
-    CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
-  }
-  __syncthreads();
-  for (cj_index k0 = k_begin; k0 < k_end; k0 += 16) {
-    // The slice at k0 from stage 0, the next one loaded into stage 1.
-    const bool more0 = k0 + 8 < k_end;
-    if (more0) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_m + mn, k = k0 + 8 + kk;
-        acc_t v = 0;
-        if (row < kM && k < k_end) {
-          const cj_index offset = class_h1w1_a_offset(group, row, k);
-          if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-        }
-        a_next[r] = v;
+  for (cj_index k0 = k_begin; k0 < k_end; k0 += 8) {
+    CJ_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      const cj_index row = tile_m + mn, k = k0 + kk;
+      acc_t v = 0;
+      if (row < kM && k < k_end) {
+        const cj_index offset = class_h1w1_a_offset(group, row, k);
+        if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
       }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_n + mn, k = k0 + 8 + kk;
-        acc_t v = 0;
-        if (e < 64 && row < kN && k < k_end) {
-          const cj_index offset = class_h1w1_b_offset(group, k, row);
-          if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-        }
-        b_next[r] = v;
-      }
+      a_next[r] = v;
     }
+    CJ_UNROLL
+    for (int r = 0; r < 1; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      const cj_index row = tile_n + mn, k = k0 + kk;
+      acc_t v = 0;
+      if (e < 64 && row < kN && k < k_end) {
+        const cj_index offset = class_h1w1_b_offset(group, k, row);
+        if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
+      }
+      b_next[r] = v;
+    }
+    CJ_UNROLL
+    for (int r = 0; r < 2; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
+    }
+    CJ_UNROLL
+    for (int r = 0; r < 1; ++r) {
+      const int e = tid + r * 128;
+      const int kk = e % 8, mn = e / 8;
+      if (e >= 64) break;
+      CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
+    }
+    __syncthreads();
     CJ_UNROLL
     for (int kk = 0; kk < 8; ++kk) {
       acc_t a[2], b[1];
@@ -769,78 +441,6 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w
       for (int i = 0; i < 2; ++i)
         CJ_UNROLL
         for (int j = 0; j < 1; ++j) acc[i][j] = cj_fma(a[i], b[j], acc[i][j]);
-    }
-    if (more0) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        CJ_STS(a_tile, (1) * 288 + kk * 36 + mn, a_next[r]);
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        if (e >= 64) break;
-        CJ_STS(b_tile, (1) * 96 + kk * 12 + mn, b_next[r]);
-      }
-    }
-    __syncthreads();
-    // The slice at k0 + 8 from stage 1, the next one loaded into stage 0.
-    if (k0 + 8 >= k_end) break;
-    const bool more1 = k0 + 8 + 8 < k_end;
-    if (more1) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_m + mn, k = k0 + 8 + 8 + kk;
-        acc_t v = 0;
-        if (row < kM && k < k_end) {
-          const cj_index offset = class_h1w1_a_offset(group, row, k);
-          if (offset >= 0) v = to_acc(CJ_LDG(a_src, offset));
-        }
-        a_next[r] = v;
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        const cj_index row = tile_n + mn, k = k0 + 8 + 8 + kk;
-        acc_t v = 0;
-        if (e < 64 && row < kN && k < k_end) {
-          const cj_index offset = class_h1w1_b_offset(group, k, row);
-          if (offset >= 0) v = to_acc(CJ_LDG(b_src, offset));
-        }
-        b_next[r] = v;
-      }
-    }
-    CJ_UNROLL
-    for (int kk = 0; kk < 8; ++kk) {
-      acc_t a[2], b[1];
-      CJ_UNROLL
-      for (int i = 0; i < 2; ++i) a[i] = CJ_LDS(a_tile, 288 + kk * 36 + thread_m + i);
-      CJ_UNROLL
-      for (int j = 0; j < 1; ++j) b[j] = CJ_LDS(b_tile, 96 + kk * 12 + thread_n + j);
-      CJ_UNROLL
-      for (int i = 0; i < 2; ++i)
-        CJ_UNROLL
-        for (int j = 0; j < 1; ++j) acc[i][j] = cj_fma(a[i], b[j], acc[i][j]);
-    }
-    if (more1) {
-      CJ_UNROLL
-      for (int r = 0; r < 2; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        CJ_STS(a_tile, (0) * 288 + kk * 36 + mn, a_next[r]);
-      }
-      CJ_UNROLL
-      for (int r = 0; r < 1; ++r) {
-        const int e = tid + r * 128;
-        const int kk = e % 8, mn = e / 8;
-        if (e >= 64) break;
-        CJ_STS(b_tile, (0) * 96 + kk * 12 + mn, b_next[r]);
-      }
     }
     __syncthreads();
   }
@@ -860,13 +460,13 @@ CJ_DEVICE void cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w
 // The 4 residue classes in one launch: each block runs one class's CTA, the classes'
 // M tiles one after another along x (no launch gaps, no tail per class), the classes
 // with the most taps (the longest CTAs) first so that the short ones fill the end.
-CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f(cj_args args) {
-  CJ_SHARED(acc_t, a_tile, 576);
-  CJ_SHARED(acc_t, b_tile, 192);
+CJ_KERNEL void CJ_LAUNCH_BOUNDS(128, 2) cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f(cj_args args) {
+  CJ_SHARED(acc_t, a_tile, 288);
+  CJ_SHARED(acc_t, b_tile, 96);
   const cj_index block = blockIdx.x;
-  if (block < 1) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h0w0_cta(args, block - 0, a_tile, b_tile); return; }
-  if (block < 2) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h0w1_cta(args, block - 1, a_tile, b_tile); return; }
-  if (block < 3) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w0_cta(args, block - 2, a_tile, b_tile); return; }
-  cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_s2_r2x2f_class_h1w1_cta(args, block - 3, a_tile, b_tile);
+  if (block < 1) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h0w0_cta(args, block - 0, a_tile, b_tile); return; }
+  if (block < 2) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h0w1_cta(args, block - 1, a_tile, b_tile); return; }
+  if (block < 3) { cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h1w0_cta(args, block - 2, a_tile, b_tile); return; }
+  cuda_sm80_f32_bwd_data_nhwc_igemm_m32n8k8_t2x1_r2x2f_class_h1w1_cta(args, block - 3, a_tile, b_tile);
 }
 
