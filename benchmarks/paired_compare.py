@@ -18,16 +18,20 @@ stderr. Kernels are compiled afresh in each run (CONVJIT_ALWAYS_COMPILE=1, no di
 an environment variable the code generator reads takes effect.
 """
 import argparse
-import math
 import os
 import re
 import statistics
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_records import geomean  # noqa: E402
+from tf_peer import UsageError, load_shapes  # noqa: E402
+
+# The op of each kind (depthwise or not) and gradient.
 OPS = {
-    "conv": {"data": "Conv2DBackpropInput", "filter": "Conv2DBackpropFilter"},
-    "dw": {"data": "DepthwiseConv2dNativeBackpropInput",
+    False: {"data": "Conv2DBackpropInput", "filter": "Conv2DBackpropFilter"},
+    True: {"data": "DepthwiseConv2dNativeBackpropInput",
            "filter": "DepthwiseConv2dNativeBackpropFilter"},
 }
 
@@ -42,25 +46,14 @@ def parse_env(pairs, flag):
     return env
 
 
-def read_shapes(path):
-    shapes = []
-    with open(path) as f:
-        for number, line in enumerate(f, 1):
-            fields = line.split()
-            if not fields or fields[0].startswith("#"):
-                continue
-            if len(fields) != 12 or fields[1] not in OPS:
-                sys.exit(f"paired_compare: {path}:{number}: expected 'name conv|dw N H W IC M KH KW "
-                         f"stride pad dilation'")
-            shapes.append(fields)
-    return shapes
-
-
-def run_args(fields, op, threads):
-    name, kind, n, h, w, ic, m, kh, kw, stride, pad, dil = fields
-    return ["run", "--op", OPS[kind][op], "--input-sizes", f"{n},{h},{w},{ic}",
-            "--filter-sizes", f"{kh},{kw},{ic},{m}", "--strides", f"1,{stride},{stride},1",
-            "--dilations", f"1,{dil},{dil},1", "--padding", pad, "--threads", str(threads)]
+def run_args(s, op, threads):
+    """`convjit run` flags of gradient `op` of shape `s` (a record of tf_peer.load_shapes)."""
+    stride, dilation = s["stride"], s["dilation"]
+    return ["run", "--op", OPS[s["depthwise"]][op],
+            "--input-sizes", f"{s['n']},{s['h']},{s['w']},{s['ic']}",
+            "--filter-sizes", f"{s['kh']},{s['kw']},{s['ic']},{s['m']}",
+            "--strides", f"1,{stride},{stride},1", "--dilations", f"1,{dilation},{dilation},1",
+            "--padding", "SAME" if s["same"] else "VALID", "--threads", str(threads)]
 
 
 def rate(exe, env, args, repeats):
@@ -96,20 +89,23 @@ def main():
         sys.exit(f"paired_compare: --ops takes data and/or filter, not '{args.ops}'")
     if args.threads < 1 or args.rounds < 1 or args.repeats < 1:
         sys.exit("paired_compare: --threads, --rounds and --repeats must be at least 1")
-    shapes = read_shapes(args.shapes)
+    try:
+        shapes = load_shapes(args.shapes)
+    except UsageError as e:
+        sys.exit(f"paired_compare: {e}")
     if args.only:
         wanted = args.only.split(",")
-        unknown = sorted(set(wanted) - {s[0] for s in shapes})
+        unknown = sorted(set(wanted) - {s["name"] for s in shapes})
         if unknown:
             sys.exit(f"paired_compare: not in {args.shapes}: {', '.join(unknown)}")
-        shapes = [s for s in shapes if s[0] in wanted]
+        shapes = [s for s in shapes if s["name"] in wanted]
 
     cases = [(s, op) for s in shapes for op in ops]
     print(f"{'shape':30s} {'op':8s} {'A':>8s} {'B':>8s} {'B/A':>7s}  pairs B won")
-    log_sum, won_all, pairs_all = 0.0, 0, 0
-    for index, (fields, op) in enumerate(cases, 1):
-        print(f"[{index}/{len(cases)}] {fields[0]} {op}...", file=sys.stderr, flush=True)
-        run = run_args(fields, op, args.threads)
+    median_ratios, won_all, pairs_all = [], 0, 0
+    for index, (shape, op) in enumerate(cases, 1):
+        print(f"[{index}/{len(cases)}] {shape['name']} {op}...", file=sys.stderr, flush=True)
+        run = run_args(shape, op, args.threads)
         a_rates, b_rates, ratios = [], [], []
         for pair in range(args.rounds):
             if pair % 2 == 0:
@@ -121,16 +117,15 @@ def main():
             a_rates.append(a)
             b_rates.append(b)
             ratios.append(b / a)
-        median_ratio = statistics.median(ratios)
+        median_ratios.append(statistics.median(ratios))
         won = sum(r > 1 for r in ratios)
-        log_sum += math.log(median_ratio)
         won_all += won
         pairs_all += len(ratios)
-        print(f"{fields[0]:30s} {op:8s} {statistics.median(a_rates):8.1f} "
-              f"{statistics.median(b_rates):8.1f} {median_ratio:6.3f}x  {won}/{len(ratios)}",
+        print(f"{shape['name']:30s} {op:8s} {statistics.median(a_rates):8.1f} "
+              f"{statistics.median(b_rates):8.1f} {median_ratios[-1]:6.3f}x  {won}/{len(ratios)}",
               flush=True)
     if cases:
-        print(f"geometric mean of the median ratios {math.exp(log_sum / len(cases)):.3f}x, "
+        print(f"geometric mean of the median ratios {geomean(median_ratios):.3f}x, "
               f"pairs B won {won_all}/{pairs_all} (GFLOP/s from each run's fastest repeat)")
 
 
