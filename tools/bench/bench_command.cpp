@@ -287,8 +287,10 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
   for (int threads : opt.threads) peaks[threads] = measure_machine_peak(threads);
   std::string host = "measured peak per core:";
   for (const auto& [threads, p] : peaks) {
-    host += fmt::format(" {}T {:.1f} GFLOP/s f32, {:.1f} bf16;", threads, p.f32_per_core,
+    host += fmt::format(" {}T {:.1f} GFLOP/s f32, {:.1f} bf16", threads, p.f32_per_core,
                         p.bf16_per_core);
+    if (p.amx_bf16_per_core > 0) host += fmt::format(", {:.1f} bf16 AMX", p.amx_bf16_per_core);
+    host += ";";
   }
   host += fmt::format(
       " {}; peers: {}", peaks.begin()->second.how,
