@@ -2,8 +2,8 @@
 """Two variants of convjit, paired, on the gradients of a shapes file: is B faster than A?
 
     benchmarks/paired_compare.py --a OLD/convjit --b build/convjit --shapes FILE
-        [--only NAME,..] [--ops data,filter] [--threads 2] [--rounds 6] [--repeats 30]
-        [--env-a KEY=VALUE ..] [--env-b KEY=VALUE ..]
+        [--only NAME,..] [--ops data,filter] [--dtype f32] [--threads 2] [--rounds 6]
+        [--repeats 30] [--env-a KEY=VALUE ..] [--env-b KEY=VALUE ..]
 
 A variant is an executable and environment variables (the same executable twice with
 different --env-a / --env-b compares a setting). For every case both variants run
@@ -46,14 +46,19 @@ def parse_env(pairs, flag):
     return env
 
 
-def run_args(s, op, threads):
+# --dtype's spellings (convjit bench's) and `convjit run`'s.
+DTYPES = {"f32": "float32", "bf16": "bfloat16", "f16": "float16", "f64": "float64"}
+
+
+def run_args(s, op, dtype, threads):
     """`convjit run` flags of gradient `op` of shape `s` (a record of tf_peer.load_shapes)."""
     stride, dilation = s["stride"], s["dilation"]
     return ["run", "--op", OPS[s["depthwise"]][op],
             "--input-sizes", f"{s['n']},{s['h']},{s['w']},{s['ic']}",
             "--filter-sizes", f"{s['kh']},{s['kw']},{s['ic']},{s['m']}",
             "--strides", f"1,{stride},{stride},1", "--dilations", f"1,{dilation},{dilation},1",
-            "--padding", "SAME" if s["same"] else "VALID", "--threads", str(threads)]
+            "--padding", "SAME" if s["same"] else "VALID", "--dtype", DTYPES[dtype],
+            "--threads", str(threads)]
 
 
 def rate(exe, env, args, repeats):
@@ -79,6 +84,7 @@ def main():
     parser.add_argument("--shapes", required=True, help="shapes file")
     parser.add_argument("--only", default="", help="comma-separated shape names")
     parser.add_argument("--ops", default="data,filter", help="data, filter or both")
+    parser.add_argument("--dtype", default="f32", help="f32, bf16, f16 or f64")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=6, help="pairs per case")
     parser.add_argument("--repeats", type=int, default=30, help="timed runs per convjit run")
@@ -87,6 +93,8 @@ def main():
     ops = [op for op in args.ops.split(",") if op]
     if not ops or any(op not in ("data", "filter") for op in ops):
         sys.exit(f"paired_compare: --ops takes data and/or filter, not '{args.ops}'")
+    if args.dtype not in DTYPES:
+        sys.exit(f"paired_compare: --dtype takes f32, bf16, f16 or f64, not '{args.dtype}'")
     if args.threads < 1 or args.rounds < 1 or args.repeats < 1:
         sys.exit("paired_compare: --threads, --rounds and --repeats must be at least 1")
     try:
@@ -105,7 +113,7 @@ def main():
     median_ratios, won_all, pairs_all = [], 0, 0
     for index, (shape, op) in enumerate(cases, 1):
         print(f"[{index}/{len(cases)}] {shape['name']} {op}...", file=sys.stderr, flush=True)
-        run = run_args(shape, op, args.threads)
+        run = run_args(shape, op, args.dtype, args.threads)
         a_rates, b_rates, ratios = [], [], []
         for pair in range(args.rounds):
             if pair % 2 == 0:
