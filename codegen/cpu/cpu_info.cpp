@@ -22,6 +22,7 @@ std::string CpuInfo::name() const {
   if (!has_fma) out += "-fma";
   if (has_f16c) out += "+f16c";
   if (has_avx512_bf16) out += "+bf16";
+  if (has_avx512_bf16 && !bf16_dot_beats_fma) out += "/bf16fma";
   if (fmas_per_cycle != 2) out += "/fma" + std::to_string(fmas_per_cycle);
   if (l1_bytes != kDefaultL1Bytes) out += "/l1=" + std::to_string(l1_bytes / 1024) + "k";
   if (l2_bytes != kDefaultL2Bytes) out += "/l2=" + std::to_string(l2_bytes / 1024) + "k";
@@ -31,25 +32,44 @@ std::string CpuInfo::name() const {
 namespace {
 
 #if defined(__x86_64__) || defined(__i386__)
-/// Bytes one pass of the core's FMA pipes covers, from the CPU's vendor and family: AMD's
-/// Zen 1 and Zen+ (family 17h below model 30h, and Hygon's family 18h) run 128-bit halves;
-/// Zen 2 to Zen 4 (up to family 19h) 256-bit halves; Zen 5 and Intel's AVX-512 cores whole
-/// zmm vectors. A CPU this does not know is taken to run its widest vector in one pass.
-int fma_datapath_bytes(int widest_vector_bytes) {
+/// The CPU's vendor, family and model (CPUID leaves 0 and 1): what the rates below that
+/// CPUID's feature bits do not state are read from.
+struct CpuIdentity {
+  bool amd = false;
+  bool hygon = false;
+  bool intel = false;
+  unsigned family = 0;
+  unsigned model = 0;
+};
+
+CpuIdentity cpu_identity() {
+  CpuIdentity id;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return widest_vector_bytes;
+  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return id;
   char vendor[13] = {};
   std::memcpy(vendor, &ebx, 4);
   std::memcpy(vendor + 4, &edx, 4);
   std::memcpy(vendor + 8, &ecx, 4);
-  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return widest_vector_bytes;
+  id.amd = std::strcmp(vendor, "AuthenticAMD") == 0;
+  id.hygon = std::strcmp(vendor, "HygonGenuine") == 0;
+  id.intel = std::strcmp(vendor, "GenuineIntel") == 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return id;
   const unsigned base_family = (eax >> 8) & 0xF;
-  const unsigned family = base_family == 0xF ? base_family + ((eax >> 20) & 0xFF) : base_family;
-  const unsigned model = ((eax >> 4) & 0xF) | (base_family == 0xF ? ((eax >> 16) & 0xF) << 4 : 0);
-  const bool amd = std::strcmp(vendor, "AuthenticAMD") == 0;
-  const bool hygon = std::strcmp(vendor, "HygonGenuine") == 0;
-  if ((amd && family == 0x17 && model < 0x30) || (hygon && family == 0x18)) return 16;
-  if (amd && (family == 0x17 || family == 0x19)) return 32;
+  id.family = base_family == 0xF ? base_family + ((eax >> 20) & 0xFF) : base_family;
+  id.model = ((eax >> 4) & 0xF) |
+             (base_family == 0xF || base_family == 0x6 ? ((eax >> 16) & 0xF) << 4 : 0);
+  return id;
+}
+
+/// Bytes one pass of the core's FMA pipes covers: AMD's Zen 1 and Zen+ (family 17h below
+/// model 30h, and Hygon's family 18h) run 128-bit halves; Zen 2 to Zen 4 (up to family 19h)
+/// 256-bit halves; Zen 5 and Intel's AVX-512 cores whole zmm vectors. A CPU this does not
+/// know is taken to run its widest vector in one pass.
+int fma_datapath_bytes(const CpuIdentity& id, int widest_vector_bytes) {
+  if ((id.amd && id.family == 0x17 && id.model < 0x30) || (id.hygon && id.family == 0x18)) {
+    return 16;
+  }
+  if (id.amd && (id.family == 0x17 || id.family == 0x19)) return 32;
   return widest_vector_bytes;
 }
 #endif
@@ -94,11 +114,13 @@ CpuInfo CpuInfo::host(Isa max_isa) {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl");
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const CpuIdentity identity = cpu_identity();
   if (avx512 && max_isa >= Isa::kAvx512) {
     t.isa = Isa::kAvx512;
     t.vector_bytes = 64;
     t.vector_registers = 32;
     t.has_avx512_bf16 = cpu_has_avx512_bf16();
+    t.bf16_dot_beats_fma = !identity.intel;
   } else if (avx2 && max_isa >= Isa::kAvx2) {
     t.isa = Isa::kAvx2;
     t.vector_bytes = 32;
@@ -107,7 +129,7 @@ CpuInfo CpuInfo::host(Isa max_isa) {
   if (t.isa != Isa::kGeneric) {
     t.has_fma = __builtin_cpu_supports("fma");
     t.has_f16c = cpu_has_f16c();
-    const int datapath = fma_datapath_bytes(t.vector_bytes);
+    const int datapath = fma_datapath_bytes(identity, t.vector_bytes);
     t.fmas_per_cycle = datapath >= t.vector_bytes ? 2 : 1;
     // The last-level cache keeps its default: what a VM reports for it (the whole package's
     // L3 here, where one core's complex has an eighth of it) is not the share a core gets.

@@ -16,6 +16,13 @@ struct CpuInfo {
   bool has_fma = false;
   bool has_f16c = false;
   bool has_avx512_bf16 = false;
+  // Whether vdpbf16ps (two bfloat16 products a lane) outruns widening bfloat16 to f32 and
+  // running f32 FMAs. AMD's Zen 4 and 5 issue it in the FMA pipes at the FMA's rate: twice the
+  // FLOPs. The Intel Xeons that have it issue it at a quarter of the FMA's instruction rate
+  // (measured on a 2026 Xeon with AMX: 118 GFLOP/s per core of vdpbf16ps against 228 of f32
+  // FMAs), half the FLOPs, and there bfloat16 runs faster widened (1.30x over twelve network
+  // layers, docs/PERFORMANCE.md).
+  bool bf16_dot_beats_fma = true;
   // Vector FMAs the core starts per cycle at vector_bytes. Two on most x86 cores; one where
   // the FMA pipes are half as wide as the vector and run each one in two halves (Zen 1 and
   // Zen+ with ymm, Zen 4 with zmm). Half the rate halves the accumulators that hide the FMA
@@ -39,10 +46,13 @@ struct CpuInfo {
   static constexpr double kL2LatencyCycles = 14, kL3LatencyCycles = 50, kMemoryLatencyCycles = 250;
   static constexpr double kL2BytesPerCycle = 32, kL3BytesPerCycle = 16, kMemoryBytesPerCycle = 8;
 
+  /// Whether bfloat16 kernels use vdpbf16ps (paired layouts) rather than widening to f32.
+  bool uses_bf16_dot() const { return has_avx512_bf16 && bf16_dot_beats_fma; }
+
   /// Lanes of one vector for an element of `bytes` bytes (1 for the scalar target).
   int lanes(int bytes) const { return vector_bytes > 0 ? vector_bytes / bytes : 1; }
-  /// "avx512", "avx2", "generic"; with the features that change code, e.g. "avx512+bf16", an
-  /// FMA rate other than two a cycle and caches other than the defaults, e.g.
+  /// "avx512", "avx2", "generic"; with the features that change code, e.g. "avx512+bf16", a
+  /// vdpbf16ps slower than the FMAs ("/bf16fma"), an FMA rate other than two a cycle and caches other than the defaults, e.g.
   /// "avx2+f16c/fma1/l2=512k".
   std::string name() const;
 

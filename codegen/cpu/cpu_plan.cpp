@@ -30,7 +30,7 @@ int useful_threads(const ConvProblem& problem, int max_threads) {
 }
 
 bool widens_to_f32(DType dtype, const CpuInfo& cpu) {
-  return dtype == DType::kHalf || (dtype == DType::kBFloat16 && !cpu.has_avx512_bf16);
+  return dtype == DType::kHalf || (dtype == DType::kBFloat16 && !cpu.uses_bf16_dot());
 }
 
 bool output_outgrows_llc(const ConvProblem& problem, const CpuInfo& cpu) {

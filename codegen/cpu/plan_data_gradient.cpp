@@ -145,7 +145,7 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   plan.widen_depthwise_operands = p.depthwise && !nchw && !plan.deinterleave_multiplier &&
                                   ir::accumulator_dtype(p.dtype) != p.dtype;
   // vdpbf16ps takes the packed filter's output channels in pairs.
-  plan.pair_output_channels = cpu.has_avx512_bf16 && p.dtype == DType::kBFloat16 &&
+  plan.pair_output_channels = cpu.uses_bf16_dot() && p.dtype == DType::kBFloat16 &&
                               plan.pack_filter && !plan.position_vectors && mult % 2 == 0;
   // Copies made per image (transposed or channels-last dy, dy planes, widened dy) walk the
   // batch in one chunk of images per thread.

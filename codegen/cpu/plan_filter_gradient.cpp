@@ -329,7 +329,7 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
     const std::int64_t eb = dtype_size(ir::accumulator_dtype(p.dtype));
     plan.x_pixel_padding = pixel_padding(whole.ic, eb, p.stride_w);
     plan.y_pixel_padding = pixel_padding(whole.oc, eb, 1);
-    if (cpu.has_avx512_bf16 && p.dtype == DType::kBFloat16) {
+    if (cpu.uses_bf16_dot() && p.dtype == DType::kBFloat16) {
       plan.batch_copies = BatchCopies::kPairs;
     } else if (widens_to_f32(p.dtype, cpu)) {
       plan.batch_copies = BatchCopies::kWiden;

@@ -42,5 +42,44 @@ TEST(CpuInfo, PlanKeepsTheThreadsAProblemCanUse) {
   EXPECT_EQ(plan_cpu(*tiny, CpuInfo::generic(), 3).threads, 1);
 }
 
+// bfloat16 takes vdpbf16ps's paired layouts only where the core runs it faster than f32
+// FMAs (CpuInfo::bf16_dot_beats_fma); elsewhere it widens to f32 like a core without it.
+TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
+  CpuInfo dot = CpuInfo::generic();
+  dot.isa = Isa::kAvx512;
+  dot.vector_bytes = 64;
+  dot.vector_registers = 32;
+  dot.has_fma = dot.has_f16c = dot.has_avx512_bf16 = true;
+  CpuInfo slow_dot = dot;
+  slow_dot.bf16_dot_beats_fma = false;
+  EXPECT_TRUE(dot.uses_bf16_dot());
+  EXPECT_FALSE(slow_dot.uses_bf16_dot());
+  EXPECT_EQ(dot.name(), "avx512+f16c+bf16");
+  EXPECT_EQ(slow_dot.name(), "avx512+f16c+bf16/bf16fma");  // a cache key apart
+
+  OpDescriptor d;
+  d.dtype = DType::kBFloat16;
+  d.op = OpKind::kConv2DBackpropFilter;
+  d.input = {4, 14, 14, 64};
+  d.filter = {3, 3, 64, 64};
+  d.out_backprop = {4, 14, 14, 64};
+  d.padding = Padding::kSame;
+  const Expected<ConvProblem> filter = validate(d);
+  ASSERT_TRUE(filter.has_value());
+  EXPECT_EQ(plan_cpu(*filter, dot, 2).batch_copies, BatchCopies::kPairs);
+  EXPECT_EQ(plan_cpu(*filter, slow_dot, 2).batch_copies, BatchCopies::kWiden);
+
+  d.op = OpKind::kConv2DBackpropInput;
+  d.input = {4, 14, 14, 64};
+  const Expected<ConvProblem> data = validate(d);
+  ASSERT_TRUE(data.has_value());
+  const CpuPlan paired = plan_cpu(*data, dot, 2);
+  const CpuPlan widened = plan_cpu(*data, slow_dot, 2);
+  EXPECT_EQ(paired.packed_filter_dtype, DType::kBFloat16);
+  EXPECT_TRUE(paired.pair_output_channels);
+  EXPECT_EQ(widened.packed_filter_dtype, DType::kFloat32);
+  EXPECT_FALSE(widened.pair_output_channels);
+}
+
 }  // namespace
 }  // namespace convjit::cpu

@@ -214,6 +214,7 @@ TEST(X86CodegenText, SixteenBitTypesConvertThroughF32) {
   EXPECT_EQ(bf.disassembly.find("vdpbf16ps"), std::string::npos);
   // With it, the rounding to bfloat16 is one instruction.
   t.has_avx512_bf16 = true;
+  t.bf16_dot_beats_fma = true;
   Compiled native =
       compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 32), t);
   ASSERT_TRUE(native.code);
@@ -249,6 +250,7 @@ TEST(X86CodegenText, Bf16BackpropDataPairsTheReductionWithVdpbf16ps) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   cpu::CpuInfo t = target_for(cpu::Isa::kAvx512);
   t.has_avx512_bf16 = true;  // generated, not run: the host may lack it
+  t.bf16_dot_beats_fma = true;  // the paired tiles, whatever the host's vdpbf16ps rate
   Compiled c = compile_for_target(problem_of(OpKind::kConv2DBackpropInput, DType::kBFloat16, 64), t);
   ASSERT_TRUE(c.code);
   EXPECT_NE(c.code->name().find("_dp2"), std::string::npos) << c.code->name();
@@ -310,6 +312,7 @@ TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   cpu::CpuInfo t = target_for(cpu::Isa::kAvx512);
   t.has_avx512_bf16 = true;  // generated, not run: the host may lack it
+  t.bf16_dot_beats_fma = true;  // the paired tiles, whatever the host's vdpbf16ps rate
   // One thread walks both images: one pair.
   Compiled c =
       compile_for_target(problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 64), t, 1);

@@ -90,6 +90,12 @@ std::vector<cpu::CpuInfo> targets() {
   if (no_bf16.has_avx512_bf16) {
     no_bf16.has_avx512_bf16 = false;
     out.push_back(no_bf16);
+    // A host whose vdpbf16ps is slower than its FMAs widens bfloat16: its paired tiles too.
+    if (!out.front().bf16_dot_beats_fma) {
+      cpu::CpuInfo dot = out.front();
+      dot.bf16_dot_beats_fma = true;
+      out.push_back(dot);
+    }
   }
   const cpu::CpuInfo avx2 = cpu::CpuInfo::host(cpu::Isa::kAvx2);
   if (avx2.isa == cpu::Isa::kAvx2) out.push_back(avx2);
