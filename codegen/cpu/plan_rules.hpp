@@ -14,7 +14,8 @@ namespace convjit::cpu {
 int useful_threads(const ConvProblem& problem, int max_threads);
 
 /// Whether `cpu` multiplies `dtype` by widening it to f32 (f16 always, bf16 where the core has
-/// no `vdpbf16ps` or runs it slower than f32 FMAs, CpuInfo::uses_bf16_dot): an operand copy the tiles read vectors from then writes f32.
+/// no `vdpbf16ps` or runs it slower than f32 FMAs, CpuInfo::uses_bf16_dot): an operand copy
+/// the tiles read vectors from then writes f32.
 bool widens_to_f32(DType dtype, const CpuInfo& cpu);
 
 /// Whether the op's output is larger than the core's last-level cache: its stores then go to

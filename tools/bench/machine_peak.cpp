@@ -4,14 +4,14 @@
 // functions carry their own target attributes and run only where the CPU has the instructions.
 #include "tools/bench/machine_peak.hpp"
 
+#include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
-#include <cpuid.h>
 
 #include <algorithm>
-#include <cstdint>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <thread>
 #include <vector>
