@@ -4,6 +4,7 @@
 #include "codegen/cpu/cpu_info.hpp"
 #include "codegen/cpu/cpu_plan.hpp"
 #include "frontend/validate.hpp"
+#include "support/test_conv_cases.hpp"
 
 namespace convjit::cpu {
 namespace {
@@ -57,21 +58,19 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   EXPECT_EQ(dot.name(), "avx512+f16c+bf16");
   EXPECT_EQ(slow_dot.name(), "avx512+f16c+bf16/bf16fma");  // a cache key apart
 
-  OpDescriptor d;
-  d.dtype = DType::kBFloat16;
-  d.op = OpKind::kConv2DBackpropFilter;
-  d.input = {4, 14, 14, 64};
-  d.filter = {3, 3, 64, 64};
-  d.out_backprop = {4, 14, 14, 64};
-  d.padding = Padding::kSame;
-  const Expected<ConvProblem> filter = validate(d);
+  testing::ConvCase layer;
+  layer.dtype = DType::kBFloat16;
+  layer.n = 4;
+  layer.h = layer.w = 14;
+  layer.c = layer.filter_in = layer.filter_out = 64;
+  layer.kh = layer.kw = 3;
+  layer.padding = Padding::kSame;
+  const Expected<ConvProblem> filter = validate(layer.descriptor(OpKind::kConv2DBackpropFilter));
   ASSERT_TRUE(filter.has_value());
   EXPECT_EQ(plan_cpu(*filter, dot, 2).batch_copies, BatchCopies::kPairs);
   EXPECT_EQ(plan_cpu(*filter, slow_dot, 2).batch_copies, BatchCopies::kWiden);
 
-  d.op = OpKind::kConv2DBackpropInput;
-  d.input = {4, 14, 14, 64};
-  const Expected<ConvProblem> data = validate(d);
+  const Expected<ConvProblem> data = validate(layer.descriptor(OpKind::kConv2DBackpropInput));
   ASSERT_TRUE(data.has_value());
   const CpuPlan paired = plan_cpu(*data, dot, 2);
   const CpuPlan widened = plan_cpu(*data, slow_dot, 2);
