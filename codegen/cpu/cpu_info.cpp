@@ -5,6 +5,7 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#include <sys/syscall.h>
 
 #include <cstring>
 #endif
@@ -23,6 +24,7 @@ std::string CpuInfo::name() const {
   if (has_f16c) out += "+f16c";
   if (has_avx512_bf16) out += "+bf16";
   if (has_avx512_bf16 && !bf16_dot_beats_fma) out += "/bf16fma";
+  if (has_amx_bf16) out += "+amx";
   if (fmas_per_cycle != 2) out += "/fma" + std::to_string(fmas_per_cycle);
   if (l1_bytes != kDefaultL1Bytes) out += "/l1=" + std::to_string(l1_bytes / 1024) + "k";
   if (l2_bytes != kDefaultL2Bytes) out += "/l2=" + std::to_string(l2_bytes / 1024) + "k";
@@ -99,6 +101,24 @@ std::int64_t cache_bytes(int name, std::int64_t fallback, std::int64_t lo, std::
 
 }  // namespace
 
+bool amx_bf16_usable() {
+#if defined(__x86_64__) && defined(SYS_arch_prctl)
+  // AMX-TILE and AMX-BF16: CPUID leaf 7, EDX bits 24 and 22. The grant is per process and
+  // idempotent; asked once.
+  static const bool usable = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    if (((edx >> 24) & 1U) == 0 || ((edx >> 22) & 1U) == 0) return false;
+    constexpr long kArchReqXcompPerm = 0x1023;
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+  }();
+  return usable;
+#else
+  return false;
+#endif
+}
+
 CpuInfo CpuInfo::generic() {
   CpuInfo t;
   t.isa = Isa::kGeneric;
@@ -121,6 +141,7 @@ CpuInfo CpuInfo::host(Isa max_isa) {
     t.vector_registers = 32;
     t.has_avx512_bf16 = cpu_has_avx512_bf16();
     t.bf16_dot_beats_fma = !identity.intel;
+    t.has_amx_bf16 = t.has_avx512_bf16 && amx_bf16_usable();
   } else if (avx2 && max_isa >= Isa::kAvx2) {
     t.isa = Isa::kAvx2;
     t.vector_bytes = 32;

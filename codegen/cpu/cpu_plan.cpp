@@ -178,7 +178,15 @@ CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads
   plan.tiles = TileModel::of(cpu, problem.dtype);
   if (problem.is_empty()) return plan;  // a zero fill: nothing to decide
   // Every decision below is made for the problem as the schedule will see it.
-  plan.pixels_as_one_row = pixels_form_one_row(problem) && one_row_pays(problem, plan.tiles);
+  // Weighed with the tiles that would run the row: AMX's where a bfloat16 data gradient's
+  // paired tiles go there (plan_data_gradient), whose 16-row blocks lose most to short rows.
+  const bool amx_rows = problem.direction == ConvDirection::kBackpropData &&
+                        problem.dtype == DType::kBFloat16 && cpu.has_amx_bf16 &&
+                        cpu.pairs_bf16_data_gradient() && !problem.depthwise &&
+                        problem.oc_per_group() % 2 == 0;
+  plan.pixels_as_one_row =
+      pixels_form_one_row(problem) &&
+      one_row_pays(problem, amx_rows ? TileModel::amx(cpu) : plan.tiles);
   const ConvProblem p = plan.pixels_as_one_row ? one_row_problem(problem) : problem;
   switch (p.direction) {
     case ConvDirection::kBackpropData: plan_data_gradient(p, plan); break;

@@ -113,7 +113,14 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // NHWC: the filter packed so a (tap, output channel) row of input channels is contiguous;
   // 16-bit filters the core multiplies in f32 are widened by the same copy.
   plan.pack_filter = !nchw && p.filter_in > 1 && p.oc > 1;
-  plan.packed_filter_dtype = widens_to_f32(p.dtype, cpu) ? DType::kFloat32 : p.dtype;
+  // vdpbf16ps and AMX take the packed filter's output channels in pairs; on AMX the tiles
+  // are its blocks of 16 rows and 16 columns, and the channel blocks below are chosen with
+  // them.
+  plan.pair_output_channels = cpu.pairs_bf16_data_gradient() && p.dtype == DType::kBFloat16 &&
+                              plan.pack_filter && !plan.position_vectors && mult % 2 == 0;
+  if (plan.pair_output_channels && cpu.has_amx_bf16) plan.tiles = TileModel::amx(cpu);
+  plan.packed_filter_dtype =
+      widens_to_f32(p.dtype, cpu) && !plan.pair_output_channels ? DType::kFloat32 : p.dtype;
 
   // Channel-vector tiles (not the depthwise ones, whose border columns whole_width_rows
   // covers): a border column's pixels are rows of the tiles down H, not one-row tiles each.
@@ -144,9 +151,6 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   plan.deinterleave_multiplier = !nchw && p.filter_in == 1 && p.groups > 1 && mult > 1;
   plan.widen_depthwise_operands = p.depthwise && !nchw && !plan.deinterleave_multiplier &&
                                   ir::accumulator_dtype(p.dtype) != p.dtype;
-  // vdpbf16ps takes the packed filter's output channels in pairs.
-  plan.pair_output_channels = cpu.uses_bf16_dot() && p.dtype == DType::kBFloat16 &&
-                              plan.pack_filter && !plan.position_vectors && mult % 2 == 0;
   // Copies made per image (transposed or channels-last dy, dy planes, widened dy) walk the
   // batch in one chunk of images per thread.
   plan.privatize_batch_copies =

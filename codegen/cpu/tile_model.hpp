@@ -28,6 +28,10 @@ class TileModel {
  public:
   /// The model for `target` and elements of `dtype` (accumulated in f32 or f64).
   static TileModel of(const CpuInfo& cpu, DType dtype);
+  /// The model for bfloat16 tiles the x86 emitter runs on AMX (CpuInfo::has_amx_bf16): rows
+  /// in blocks of 16 (one tile register's rows), columns in blocks of 16 f32 accumulators,
+  /// at most the blocks whose accumulator, row and column tiles fit the eight tile registers.
+  static TileModel amx(const CpuInfo& cpu);
 
   /// Best tile for `row_extent` x `col_extent` outputs, each a reduction of `reduce_points`.
   /// `row_extent` 1 means no row blocking; `form` kNone forces cols = 1. With `col_granule`
@@ -60,12 +64,18 @@ class TileModel {
   /// Cycles of one tile of `rows` x `vecs` vectors over `reduce_points`.
   double tile_cycles(TileForm form, std::int64_t rows, std::int64_t vecs,
                      std::int64_t reduce_points) const;
+  /// The same on AMX, `vecs` being 16-column blocks.
+  double amx_tile_cycles(std::int64_t rows, std::int64_t vecs,
+                         std::int64_t reduce_points) const;
+  TileShape choose_amx(std::int64_t row_extent, std::int64_t col_extent,
+                       std::int64_t reduce_points) const;
 
   std::int64_t lanes_ = 1;
   int registers_ = 16;
   int vector_bytes_ = 0;
   std::int64_t l1_bytes_ = CpuInfo::kDefaultL1Bytes;
   bool streams_ = false;
+  bool amx_ = false;
   double fmas_per_cycle_ = 2;
 };
 

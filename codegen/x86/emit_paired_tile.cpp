@@ -36,6 +36,7 @@ void Emitter::emit_paired_tile(const ir::Tile& t) {
   analyze_access(nest_, t.a, t.row_var, t.col_var, t.cols, &a);
   analyze_access(nest_, t.b, t.row_var, t.col_var, t.cols, &b);
   analyze_access(nest_, t.c, t.row_var, t.col_var, t.cols, &c);
+  if (emit_amx_tile(t, a, b, c)) return;
   const std::int64_t vl = lanes(DType::kFloat32);
   const std::int64_t nv = (t.cols + vl - 1) / vl;
   const int tail = static_cast<int>(t.cols - (nv - 1) * vl);

@@ -20,6 +20,12 @@ Emitter::Emitter(const ir::LoopNest& nest, const cpu::CpuInfo& target, std::size
   const auto vars = static_cast<std::int64_t>(nest.var_names.size());
   end_slot_ = kBounceBytes + 8 * vars;
   frame_bytes_ = (end_slot_ + 8 + 63) / 64 * 64;
+  if (target.has_amx_bf16) {
+    constexpr std::int64_t kConfigBytes = 64, kAccumulatorBytes = 4 * 16 * 64;
+    amx_config_offset_ = frame_bytes_;
+    amx_accumulator_offset_ = amx_config_offset_ + kConfigBytes;
+    frame_bytes_ = amx_accumulator_offset_ + kAccumulatorBytes;
+  }
   var_reg_.assign(nest.var_names.size(), -1);
   for (int i = 0; i < kVectorRegisters; ++i) {
     vregs_[static_cast<std::size_t>(i)] =

@@ -10,7 +10,8 @@
 //   rax rcx rdx scratch; rsi rdi r8 the a, b, c pointers of a tile (Store: r8 dst, r9 src);
 //   rbx r9..r14 reduce-loop counters of a tile (further levels live in their stack slots).
 // Frame: [rsp, rsp+64) a bounce buffer for lane-by-lane loads and stores, then one 8-byte slot
-// per loop variable, then a slot for a parallel loop's end value.
+// per loop variable, then a slot for a parallel loop's end value; on AMX targets then a tile
+// configuration and four accumulator tiles' worth of f32.
 #pragma once
 
 #include <array>
@@ -69,6 +70,10 @@ class Emitter : public Xbyak::CodeGenerator {
   void emit_tile(const ir::Tile& tile);
   // A paired bfloat16 tile: one vdpbf16ps per (row, vector) per pair of reduction points.
   void emit_paired_tile(const ir::Tile& tile);
+  // The same on AMX (emit_amx_tile.cpp), where the target has it and the tile's operands are
+  // in its layouts (guards on the rows already split off); false, emitting nothing, otherwise.
+  bool emit_amx_tile(const ir::Tile& tile, const AccessInfo& a, const AccessInfo& b,
+                     const AccessInfo& c);
   // An elementwise tile whose rows read overlapping windows of `a` along its innermost reduce
   // loop (a depthwise input gradient's rows of W positions against the filter's taps along
   // W): that loop's taps of `b` held in registers and each distinct vector of `a` loaded once
@@ -190,6 +195,10 @@ class Emitter : public Xbyak::CodeGenerator {
   bool avx512_;
   std::int64_t frame_bytes_ = 0;
   std::int64_t end_slot_ = 0;
+  // On AMX targets the frame ends with a tile configuration (64 bytes) and room for four
+  // 16x16 f32 accumulator tiles on their way to the vector registers.
+  std::int64_t amx_config_offset_ = 0;
+  std::int64_t amx_accumulator_offset_ = 0;
   int k1_count_ = -1;  // lanes k1 currently holds, as known at the current emission point
   // The current function has non-temporal stores: they are weakly ordered, so it must end
   // with an sfence before the pool's synchronization publishes its results.
