@@ -44,7 +44,8 @@ TEST(CpuInfo, PlanKeepsTheThreadsAProblemCanUse) {
 }
 
 // bfloat16 takes vdpbf16ps's paired layouts only where the core runs it faster than f32
-// FMAs (CpuInfo::bf16_dot_beats_fma); elsewhere it widens to f32 like a core without it.
+// FMAs (CpuInfo::bf16_dot_beats_fma), or, for the data gradient, where AMX runs the pairs;
+// elsewhere it widens to f32 like a core without it.
 TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   CpuInfo dot = CpuInfo::generic();
   dot.isa = Isa::kAvx512;
@@ -78,6 +79,19 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   EXPECT_TRUE(paired.pair_output_channels);
   EXPECT_EQ(widened.packed_filter_dtype, DType::kFloat32);
   EXPECT_FALSE(widened.pair_output_channels);
+
+  // With AMX the data gradient pairs output channels again, for the tile unit's tiles (the
+  // AMX tile model's shapes), while the filter gradient still widens.
+  CpuInfo amx = slow_dot;
+  amx.has_amx_bf16 = true;
+  EXPECT_EQ(amx.name(), "avx512+f16c+bf16/bf16fma+amx");
+  EXPECT_FALSE(amx.uses_bf16_dot());
+  EXPECT_TRUE(amx.pairs_bf16_data_gradient());
+  const CpuPlan on_amx = plan_cpu(*data, amx, 2);
+  EXPECT_TRUE(on_amx.pair_output_channels);
+  EXPECT_EQ(on_amx.packed_filter_dtype, DType::kBFloat16);
+  EXPECT_GT(on_amx.tiles.choose(TileForm::kOuterProduct, 56, 64, 576).rows, 16);
+  EXPECT_EQ(plan_cpu(*filter, amx, 2).batch_copies, BatchCopies::kWiden);
 }
 
 }  // namespace

@@ -330,6 +330,41 @@ TEST(TileModel, HalfRateFmasTakeWiderShorterTiles) {
   EXPECT_NEAR(per_fma_small, per_fma_big, 0.1 * per_fma_big);
 }
 
+// AMX tiles (a bfloat16 data gradient on a core with AMX-BF16): one tdpbf16ps costs about
+// the same whatever its rows, so rows come in whole blocks of 16 where the extent has them,
+// columns in blocks of 16 accumulators, and the blocks' accumulator, row and column tiles fit
+// the eight tile registers. The plan gives the paired tiles that shape: rows past the 14 a
+// vector tile stops at.
+TEST(TileModel, AmxTilesTakeWholeBlocksOfSixteen) {
+  TestTarget amx = avx512();
+  amx.has_avx512_bf16 = true;
+  amx.has_amx_bf16 = true;
+  amx.bf16_dot_beats_fma = false;
+  const TileModel m = TileModel::amx(amx);
+  auto blocks = [](std::int64_t n) { return (n + 15) / 16; };
+  for (std::int64_t row_extent : {12, 16, 54, 56, 112, 3136}) {
+    for (std::int64_t col_extent : {24, 64, 256, 2048}) {
+      const TileShape s = m.choose(TileForm::kOuterProduct, row_extent, col_extent, 9 * 256);
+      const std::int64_t mt = blocks(s.rows), nt = blocks(s.cols);
+      EXPECT_LE(mt * nt + mt + nt, 8) << row_extent << " x " << col_extent;
+      EXPECT_EQ(s.cols, std::min<std::int64_t>(nt * 16, col_extent));
+      // Whole blocks of rows wherever the extent has at least one: no block below 3/4 full.
+      if (row_extent >= 16) EXPECT_GE(s.rows * 4, mt * 16 * 3) << row_extent << " rows";
+      if (row_extent < 16) EXPECT_EQ(s.rows, row_extent);
+    }
+  }
+  // Wide extents take the 2x2 blocks, which load one tile per tdpbf16ps.
+  const TileShape wide = m.choose(TileForm::kOuterProduct, 3136, 256, 9 * 256);
+  EXPECT_EQ(wide.rows, 32);
+  EXPECT_EQ(wide.cols, 32);
+  ConvProblem p = backprop_data(DataFormat::kNHWC, 8, 56, 256, 256, 3, 1);
+  p.dtype = DType::kBFloat16;
+  const LoopNest nest = lower_and_schedule(p, amx);
+  EXPECT_TRUE(std::regex_search(nest.schedule_summary, std::regex(R"(r(1[5-9]|2\d|3[0-2])x32)")))
+      << nest.schedule_summary;
+  EXPECT_NE(nest.schedule_summary.find("dp2"), std::string::npos) << nest.schedule_summary;
+}
+
 // The target's name (part of every cache key) carries each fact that changes the code: the
 // FMA rate when it is not two a cycle, and per-core caches other than the defaults. The host's
 // caches, whatever the CPU reports, stay within sane bounds.

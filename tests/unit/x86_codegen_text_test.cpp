@@ -74,6 +74,8 @@ cpu::CpuInfo target_for(cpu::Isa isa) {
     t.vector_registers = 32;
     t.has_fma = t.has_f16c = t.has_avx512_bf16 = true;
   }
+  // The vector units' code whatever the host: the AMX tiles have a test of their own.
+  t.has_amx_bf16 = false;
   return t;
 }
 
@@ -264,6 +266,41 @@ TEST(X86CodegenText, Bf16BackpropDataPairsTheReductionWithVdpbf16ps) {
   ASSERT_TRUE(o.code);
   EXPECT_EQ(o.disassembly.find("vdpbf16ps"), std::string::npos);
   EXPECT_NE(o.disassembly.find("vfmadd231ps zmm"), std::string::npos);
+}
+
+// Bfloat16 backprop data on a CPU with AMX: the same pairs as tdpbf16ps blocks. The hot loop
+// loads row and column tiles and multiplies them, nothing else (no vector products, no
+// widening); each tile configures the tile registers first and releases them last, so no
+// function returns with the tile state in use. A depth that is no multiple of 16 pairs takes
+// steps of a divisor of it (40 channels: 20 pairs, steps of 10).
+TEST(X86CodegenText, Bf16BackpropDataRunsThePairedTilesOnAmx) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  cpu::CpuInfo t = target_for(cpu::Isa::kAvx512);
+  t.has_avx512_bf16 = true;  // generated, not run: the host may lack both
+  t.has_amx_bf16 = true;
+  t.bf16_dot_beats_fma = false;
+  for (std::int64_t channels : {64, 40}) {
+    Compiled c =
+        compile_for_target(problem_of(OpKind::kConv2DBackpropInput, DType::kBFloat16, channels), t);
+    ASSERT_TRUE(c.code);
+    EXPECT_NE(c.code->name().find("_dp2"), std::string::npos) << c.code->name();
+    for (const char* insn : {"ldtilecfg", "tilezero", "tileloadd", "tdpbf16ps", "tilestored",
+                             "tilerelease"}) {
+      EXPECT_NE(c.disassembly.find(insn), std::string::npos) << insn;
+    }
+    EXPECT_EQ(c.disassembly.find("vdpbf16ps"), std::string::npos);
+    const std::vector<Insn> insns = parse(c.disassembly);
+    std::size_t configs = 0, releases = 0;
+    for (const Insn& i : insns) {
+      configs += i.text.rfind("ldtilecfg", 0) == 0 ? 1 : 0;
+      releases += i.text.rfind("tilerelease", 0) == 0 ? 1 : 0;
+    }
+    EXPECT_GE(configs, releases);
+    EXPECT_GE(releases, 1u);
+    const LoopStats s = hottest_loop(insns);
+    EXPECT_EQ(s.fmas, 0);
+    EXPECT_EQ(s.widenings, 0);
+  }
 }
 
 // A 16-bit data gradient the CPU multiplies in f32 reads its vector operand already widened

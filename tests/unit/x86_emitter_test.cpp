@@ -90,10 +90,12 @@ std::vector<cpu::CpuInfo> targets() {
   if (no_bf16.has_avx512_bf16) {
     no_bf16.has_avx512_bf16 = false;
     out.push_back(no_bf16);
-    // A host whose vdpbf16ps is slower than its FMAs widens bfloat16: its paired tiles too.
-    if (!out.front().bf16_dot_beats_fma) {
+    // A host whose vdpbf16ps is slower than its FMAs widens bfloat16, and one with AMX runs
+    // the paired tiles there: the vdpbf16ps tiles too.
+    if (!out.front().bf16_dot_beats_fma || out.front().has_amx_bf16) {
       cpu::CpuInfo dot = out.front();
       dot.bf16_dot_beats_fma = true;
+      dot.has_amx_bf16 = false;
       out.push_back(dot);
     }
   }

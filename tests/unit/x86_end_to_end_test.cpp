@@ -83,12 +83,18 @@ std::vector<cpu::CpuInfo> targets() {
     avx512.has_fma = avx512.has_f16c = avx512.has_avx512_bf16 = true;
   }
   out.push_back(avx512);
-  // Both ways of multiplying bfloat16 run wherever the host has vdpbf16ps: its paired tiles
-  // and widening to f32 (what a core that runs vdpbf16ps slower than its FMAs gets).
+  // Every way of multiplying bfloat16 runs wherever the host has vdpbf16ps: its paired tiles,
+  // widening to f32 (what a core that runs vdpbf16ps slower than its FMAs gets) and, on a
+  // host with AMX (the host's own target then), the data gradient's tiles on AMX.
   if (avx512.has_avx512_bf16) {
-    cpu::CpuInfo other = avx512;
-    other.bf16_dot_beats_fma = !avx512.bf16_dot_beats_fma;
-    out.push_back(other);
+    cpu::CpuInfo dot = avx512;
+    dot.has_amx_bf16 = false;
+    dot.bf16_dot_beats_fma = true;
+    cpu::CpuInfo widen = dot;
+    widen.bf16_dot_beats_fma = false;
+    for (const cpu::CpuInfo& t : {dot, widen}) {
+      if (t.name() != avx512.name()) out.push_back(t);
+    }
   }
   const cpu::CpuInfo avx2 = cpu::CpuInfo::host(cpu::Isa::kAvx2);
   if (avx2.isa == cpu::Isa::kAvx2) out.push_back(avx2);

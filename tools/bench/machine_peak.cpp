@@ -4,10 +4,7 @@
 // functions carry their own target attributes and run only where the CPU has the instructions.
 #include "tools/bench/machine_peak.hpp"
 
-#include <cpuid.h>
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +12,8 @@
 #include <functional>
 #include <thread>
 #include <vector>
+
+#include "codegen/cpu/cpu_info.hpp"
 
 namespace convjit::bench {
 namespace {
@@ -108,18 +107,6 @@ __attribute__((target("amx-tile,amx-bf16"))) double amx_bf16(long iterations, fl
   return 4.0 * 16 * 16 * 32 * 2 * static_cast<double>(steps);
 }
 
-// Whether this process may run AMX: the CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7, EDX bits
-// 24 and 22) and Linux grants the tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, which a
-// kernel older than 5.16 or a hypervisor that hides the state refuses).
-bool amx_bf16_usable() {
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  if (((edx >> 24) & 1U) == 0 || ((edx >> 22) & 1U) == 0) return false;
-  constexpr long kArchReqXcompPerm = 0x1023;
-  constexpr long kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-}
-
 // GFLOP/s per core of `kernel` on `threads` threads at once, best of seven runs: on a shared
 // virtual machine one thread is now and then descheduled for tens of milliseconds, and three
 // runs of about 15 ms each once all came out at half the two-thread rate.
@@ -169,7 +156,7 @@ MachinePeak measure_machine_peak(int threads) {
   } else {
     peak.how += " (bfloat16 converts to f32 FMAs)";
   }
-  if (amx_bf16_usable()) {
+  if (cpu::amx_bf16_usable()) {  // the tile state granted as for convjit's own AMX tiles
     peak.amx_bf16_per_core = per_core(threads, amx_bf16);
     peak.how += ", AMX tdpbf16ps";
   }
