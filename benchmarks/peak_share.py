@@ -6,8 +6,9 @@ The CPU issue's target: the 3x3 and 1x1 layers with at least 64 input and output
 data (padding taps excluded). For every such gradient (input and filter) of convjit in the
 JSON records of `convjit bench` / run_suite.py, this counts the taps that land inside the
 input, turns the run's time into that rate, and divides by the peak the benchmark measured at
-its start (each record's `peak_percent` says which: the f32 FMA peak, or for bf16 the
-`vdpbf16ps` one). Prints per dtype and thread count the median, the cases at 85% or more, and
+its start (each record's `peak_percent` says which: that of the unit the kernel multiplies
+on, the f32 FMAs, `vdpbf16ps`, or AMX's `tdpbf16ps` for bf16 input gradients on a host with
+AMX). Prints per dtype and thread count the median, the cases at 85% or more, and
 the lowest.
 
   benchmarks/peak_share.py networks.json [--shapes ../shared/bench/networks.txt]

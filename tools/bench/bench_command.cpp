@@ -319,8 +319,7 @@ int bench_command(std::span<const std::string_view> args, std::ostream& out, std
           try {
             group = bench_case(shape, op, dtype, threads, ctx);
             const MachinePeak& peak = peaks[threads];
-            const double per_core =
-                dtype == DType::kBFloat16 ? peak.bf16_per_core : peak.f32_per_core;
+            const double per_core = peak_for_kernel(peak, dtype, group[0].kernel);
             if (per_core > 0) group[0].peak_percent = 100 * group[0].gflops / (per_core * threads);
             all_ok = all_ok && group[0].check.starts_with("ok");
           } catch (const std::exception& e) {

@@ -5,13 +5,15 @@
 
 #include <string>
 
+#include "convjit/types.hpp"
+
 namespace convjit::bench {
 
 struct MachinePeak {
   double f32_per_core = 0;   // GFLOP/s of independent f32 FMA chains, ymm or zmm
   double bf16_per_core = 0;  // vdpbf16ps where the CPU has it, else the f32 figure
   // AMX's tdpbf16ps where the CPU has it and Linux grants the tile state, else 0: the rate
-  // the host's bfloat16 matrix unit reaches, which convjit's kernels (vdpbf16ps) do not use.
+  // of the unit convjit's bfloat16 data gradients run on there.
   double amx_bf16_per_core = 0;
   std::string how;           // the instructions measured, e.g. "zmm vfmadd231ps, vdpbf16ps"
 };
@@ -20,5 +22,11 @@ struct MachinePeak {
 /// returns GFLOP/s per core, counting an FMA lane as 2 FLOPs, a vdpbf16ps lane as 4 and a
 /// tdpbf16ps as 16x16x32x2.
 MachinePeak measure_machine_peak(int threads);
+
+/// The peak per core of the unit a kernel named `kernel` multiplies `dtype` on: a bfloat16
+/// kernel with paired output channels ("_dp2") runs on AMX where the host has it, one with
+/// pairs (output channels or images, "dp2n") on vdpbf16ps otherwise, and one without widens
+/// to f32 FMAs.
+double peak_for_kernel(const MachinePeak& peak, DType dtype, const std::string& kernel);
 
 }  // namespace convjit::bench
