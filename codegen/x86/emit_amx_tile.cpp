@@ -12,9 +12,11 @@
 // Eight tile registers: a block group of mt x nt accumulators beside mt row tiles and nt
 // column tiles (2x2, 1x3 or 3x1); larger tiles run group after group, each over the whole
 // reduction. A group's shapes (rows of its last row block, columns of its last column block,
-// pairs per step) are its tile configuration, loaded at its start; tilerelease ends the tile,
-// so no function leaves the tile state dirty.
+// pairs per step) are its tile configuration, loaded at its start where the registers hold
+// another; a function that ran tiles ends with tilerelease, so none leaves the tile state in
+// use.
 #include <algorithm>
+#include <array>
 
 #include "codegen/x86/emitter.hpp"
 
@@ -104,21 +106,37 @@ bool Emitter::emit_amx_tile(const ir::Tile& t, const AccessInfo& a, const Access
       auto row_tile = [&](std::int64_t i) { return static_cast<int>(nrb * ncb + i); };
       auto col_tile = [&](std::int64_t j) { return static_cast<int>(nrb * ncb + nrb + j); };
 
-      // The configuration: palette 1, then per tile its bytes per row and its rows.
-      const std::int32_t cfg = static_cast<std::int32_t>(amx_config_offset_);
-      vpxord(Zmm(t1), Zmm(t1), Zmm(t1));
-      vmovdqu64(ptr[rsp + cfg], Zmm(t1));
-      mov(byte[rsp + cfg], 1);
+      // The configuration: palette 1, then per tile its bytes per row and its rows; loaded
+      // unless the registers hold it already (the previous tile's, in most loops).
+      std::array<std::uint8_t, 64> config{};
+      config[0] = 1;
       auto shape = [&](int tile, std::int64_t rows, std::int64_t bytes_per_row) {
-        mov(word[rsp + cfg + 16 + 2 * tile], static_cast<std::uint16_t>(bytes_per_row));
-        mov(byte[rsp + cfg + 48 + tile], static_cast<std::uint8_t>(rows));
+        config[16 + 2 * tile] = static_cast<std::uint8_t>(bytes_per_row & 0xFF);
+        config[17 + 2 * tile] = static_cast<std::uint8_t>(bytes_per_row >> 8);
+        config[48 + tile] = static_cast<std::uint8_t>(rows);
       };
       for (std::int64_t i = 0; i < nrb; ++i) {
         for (std::int64_t j = 0; j < ncb; ++j) shape(acc_tile(i, j), rows_of(i), 4 * cols_of(j));
         shape(row_tile(i), rows_of(i), 4 * kp);
       }
       for (std::int64_t j = 0; j < ncb; ++j) shape(col_tile(j), kp, 4 * cols_of(j));
+      const int id = amx_config_ids_.emplace(config, static_cast<int>(amx_config_ids_.size()) + 1)
+                         .first->second;
+      const auto cfg = static_cast<std::int32_t>(amx_config_offset_);
+      const auto id_slot = dword[rsp + static_cast<std::int32_t>(amx_config_id_offset_)];
+      Label loaded;
+      cmp(id_slot, id);
+      je(loaded, T_NEAR);
+      for (int q = 0; q < 8; ++q) {
+        std::uint64_t word = 0;
+        for (int byte = 7; byte >= 0; --byte) word = (word << 8) | config[8 * q + byte];
+        mov(rax, word);
+        mov(qword[rsp + cfg + 8 * q], rax);
+      }
       ldtilecfg(ptr[rsp + cfg]);
+      mov(id_slot, id);
+      L(loaded);
+      amx_used_ = true;
       for (std::int64_t i = 0; i < nrb; ++i) {
         for (std::int64_t j = 0; j < ncb; ++j) tilezero(Tmm(acc_tile(i, j)));
       }
@@ -199,7 +217,6 @@ bool Emitter::emit_amx_tile(const ir::Tile& t, const AccessInfo& a, const Access
       }
     }
   }
-  tilerelease();
   release_reduce_counters(steps);
   k1_count_ = -1;
   return true;

@@ -23,7 +23,8 @@ Emitter::Emitter(const ir::LoopNest& nest, const cpu::CpuInfo& target, std::size
   if (target.has_amx_bf16) {
     constexpr std::int64_t kConfigBytes = 64, kAccumulatorBytes = 4 * 16 * 64;
     amx_config_offset_ = frame_bytes_;
-    amx_accumulator_offset_ = amx_config_offset_ + kConfigBytes;
+    amx_config_id_offset_ = amx_config_offset_ + kConfigBytes;
+    amx_accumulator_offset_ = amx_config_id_offset_ + 64;
     frame_bytes_ = amx_accumulator_offset_ + kAccumulatorBytes;
   }
   var_reg_.assign(nest.var_names.size(), -1);
@@ -139,6 +140,8 @@ void Emitter::emit_function(const ir::Stmt& stmt, FunctionEntry* entry) {
   vxorps(xmm0, xmm0, xmm0);
   vmovups(yword[rsp], ymm0);
   vmovups(yword[rsp + 32], ymm0);
+  amx_used_ = false;
+  if (target_.has_amx_bf16) mov(dword[rsp + static_cast<int>(amx_config_id_offset_)], 0);
 
   const auto* loop = std::get_if<ir::Loop>(&stmt.node);
   if (loop != nullptr && loop->kind == ir::LoopKind::kParallel) {
@@ -169,6 +172,7 @@ void Emitter::emit_function(const ir::Stmt& stmt, FunctionEntry* entry) {
   }
 
   if (streamed_) sfence();
+  if (amx_used_) tilerelease();
   vzeroupper();
   lea(rsp, ptr[rbp - kSavedRegisterBytes]);
   pop(r15);

@@ -195,10 +195,18 @@ class Emitter : public Xbyak::CodeGenerator {
   bool avx512_;
   std::int64_t frame_bytes_ = 0;
   std::int64_t end_slot_ = 0;
-  // On AMX targets the frame ends with a tile configuration (64 bytes) and room for four
-  // 16x16 f32 accumulator tiles on their way to the vector registers.
+  // On AMX targets the frame ends with a tile configuration (64 bytes), the id of the one
+  // the tile registers hold (0: none), and room for four 16x16 f32 accumulator tiles on their
+  // way to the vector registers.
   std::int64_t amx_config_offset_ = 0;
+  std::int64_t amx_config_id_offset_ = 0;
   std::int64_t amx_accumulator_offset_ = 0;
+  // Each distinct tile configuration of the kernel, numbered from 1: ldtilecfg costs about
+  // 175 cycles (a 2026 Xeon), a fifth of a 1x1 layer's 32x32 tile, so a tile loads its
+  // configuration only where the registers hold another one.
+  std::map<std::array<std::uint8_t, 64>, int> amx_config_ids_;
+  // The current function has run tiles on AMX: it releases the tile state before returning.
+  bool amx_used_ = false;
   int k1_count_ = -1;  // lanes k1 currently holds, as known at the current emission point
   // The current function has non-temporal stores: they are weakly ordered, so it must end
   // with an sfence before the pool's synchronization publishes its results.
