@@ -45,7 +45,11 @@ constexpr std::int64_t kAmxColumns = 16;     // f32 accumulators in a row of one
 constexpr std::int64_t kAmxPairs = 16;       // bfloat16 pairs in a row of a row tile
 constexpr int kAmxTileRegisters = 8;
 constexpr double kTdpCycles = 16;            // one tdpbf16ps, issue to issue
-constexpr double kTileLoadCycles = 8;        // 1 KiB from L1 at two 64-byte loads a cycle
+// One 1 KiB tile load from L2, where a tile's operands are (a 3x3 filter block of 32 columns
+// is 73-147 KB, three rows of dy 50-90 KB): 2x2 blocks streaming both operands from L2 ran
+// at 2050 GFLOP/s, 57% of the same blocks in L1, so a step of four loads took 112 cycles
+// (the same Xeon). From L1 a load costs 8 and two loads a tdpbf16ps still keep up.
+constexpr double kTileLoadCycles = 28;
 // Configuring the tiles and storing the accumulators to the frame, per tile; then each row's
 // 16 columns are loaded, rounded and stored like a vector tile's.
 constexpr double kAmxTileOverhead = 60;
