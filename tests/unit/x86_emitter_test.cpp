@@ -1,8 +1,9 @@
 // The x86 emitter on hand-built loop nests, one IR construct at a time, each compared with the
 // IR interpreter on the same nest (and one with a plain C++ loop): reduction tiles with and
 // without unrolled remainders, guards per row and per point (with divisors), masked and
-// strided columns, row-group splits, accumulate, stores (vector, scalar, zero, accumulate,
-// converting, into scratch), parallel loops; every dtype at both ISAs.
+// strided columns, row-group splits, accumulate, paired bfloat16 tiles (vdpbf16ps and AMX),
+// stores (vector, scalar, zero, accumulate, converting, into scratch), parallel loops; every
+// dtype at both ISAs.
 #include <gtest/gtest.h>
 
 #include <fmt/format.h>
@@ -80,7 +81,10 @@ cpu::CpuInfo synthetic_avx512() {
   return t;
 }
 
-bool runs_here(const cpu::CpuInfo& t) { return cpu::CpuInfo::host(t.isa).isa == t.isa; }
+bool runs_here(const cpu::CpuInfo& t) {
+  const cpu::CpuInfo host = cpu::CpuInfo::host(t.isa);
+  return host.isa == t.isa && (host.has_amx_bf16 || !t.has_amx_bf16);
+}
 
 std::vector<cpu::CpuInfo> targets() {
   std::vector<cpu::CpuInfo> out;
@@ -225,6 +229,75 @@ TEST(X86Emitter, FilterLikeTileMatchesPlainLoop) {
         double want = 0;
         for (std::int64_t p = 0; p < 2 * 3 * width; ++p) want += double(xs[p * c + ci]) * ys[p * o + oi];
         EXPECT_NEAR(ws[ci * o + oi], want, 1e-4) << ci << "," << oi << " " << target.name();
+      }
+    }
+  }
+}
+
+// dx[p, col] = sum_{t,o} dy[p + t, o] * w[t, o, col] with the output channels o in pairs: the
+// paired bfloat16 tile the input gradient's pair_reduction makes (dy's pair adjacent, the
+// filter's pairs interleaved per column), rows over pixels p, blocked over p in an outer loop.
+// A guard on the outer reduce loop skips the taps past the end of dy (it depends on the row
+// block, not the row).
+ir::LoopNest paired_nest(DType out, std::int64_t rows, std::int64_t blocks, std::int64_t cols,
+                         std::int64_t pairs, std::int64_t taps, bool accumulate) {
+  NestBuilder nb(DType::kBFloat16);
+  const std::int64_t pixels = rows * blocks;
+  const int dy = nb.buffer(BufferKind::kX, DType::kBFloat16, {pixels + taps, 2 * pairs});
+  const int w = nb.buffer(BufferKind::kW, DType::kBFloat16, {taps, pairs, cols, 2});
+  const int dx = nb.buffer(BufferKind::kY, out, {pixels, cols});
+  const ir::VarId pb = nb.var("pb"), r = nb.var("r"), col = nb.var("col");
+  const ir::VarId t = nb.var("t"), o = nb.var("o");
+  ir::Tile tile;
+  tile.row_var = r;
+  tile.rows = rows;
+  tile.col_var = col;
+  tile.cols = cols;
+  tile.reduce = {{t, 0, taps, 1}, {o, 0, pairs, 1}};
+  tile.paired = true;
+  const Affine pixel = v(pb, rows) + v(r);
+  tile.a = NestBuilder::access(dy, {pixel + v(t), v(o, 2)});
+  tile.a2 = NestBuilder::access(dy, {pixel + v(t), v(o, 2) + k(1)});
+  tile.b = NestBuilder::access(w, {v(t), v(o), v(col), k(0)});
+  tile.b2 = NestBuilder::access(w, {v(t), v(o), v(col), k(1)});
+  tile.c = NestBuilder::access(dx, {pixel, v(col)});
+  tile.accumulate = accumulate;
+  // Block pb reads taps t < taps - pb % 2 only: a guard on t and pb, constant over the rows.
+  tile.guards.push_back({ir::IndexExpr(v(t) + v(pb)), 0, taps + blocks / 2});
+  nb.nest().body.push_back(loop(pb, 0, blocks, {ir::Stmt{tile}}));
+  return std::move(nb.nest());
+}
+
+// The paired tile through every target that runs it: vdpbf16ps, and AMX's tdpbf16ps blocks
+// (where the host has AMX, and assembled but not run where it does not): row blocks of 16 and
+// a partial one, one to five column blocks of 16 and partial ones (groups of 2x2, 1x3 and
+// 3x1 tiles), pairs per step of 16 and of divisors (20 pairs: 10; 7: 7), accumulating and
+// not, into bfloat16 and f32.
+TEST(X86Emitter, PairedTilesOnVdpbf16psAndAmx) {
+  struct Case {
+    std::int64_t rows, blocks, cols, pairs, taps;
+  };
+  const Case cases[] = {{16, 2, 32, 16, 2}, {37, 2, 40, 20, 2}, {5, 3, 48, 7, 3},
+                        {50, 1, 24, 8, 2},  {20, 2, 70, 16, 1}, {1, 4, 16, 32, 2}};
+  std::vector<cpu::CpuInfo> paired_targets;
+  for (const cpu::CpuInfo& t : targets()) {
+    if (t.isa == cpu::Isa::kAvx512 && t.has_avx512_bf16) paired_targets.push_back(t);
+  }
+  cpu::CpuInfo amx = synthetic_avx512();
+  amx.has_amx_bf16 = true;
+  bool have_amx = false;
+  for (const cpu::CpuInfo& t : paired_targets) have_amx = have_amx || t.has_amx_bf16;
+  if (!have_amx) paired_targets.push_back(amx);
+  for (const cpu::CpuInfo& target : paired_targets) {
+    for (DType out : {DType::kBFloat16, DType::kFloat32}) {
+      for (const Case& cs : cases) {
+        for (bool acc : {false, true}) {
+          const ir::LoopNest nest =
+              paired_nest(out, cs.rows, cs.blocks, cs.cols, cs.pairs, cs.taps, acc);
+          EXPECT_TRUE(jit_matches_interpreter(nest, target, 2 * cs.pairs * cs.taps + 1))
+              << target.name() << " " << dtype_name(out) << " rows=" << cs.rows
+              << " cols=" << cs.cols << " pairs=" << cs.pairs << " acc=" << acc;
+        }
       }
     }
   }
