@@ -63,8 +63,8 @@ struct CpuInfo {
   /// Lanes of one vector for an element of `bytes` bytes (1 for the scalar target).
   int lanes(int bytes) const { return vector_bytes > 0 ? vector_bytes / bytes : 1; }
   /// "avx512", "avx2", "generic"; with the features that change code, e.g. "avx512+bf16", a
-  /// vdpbf16ps slower than the FMAs ("/bf16fma"), AMX ("+amx"), an FMA rate other than two a cycle and
-  /// caches other than the defaults, e.g. "avx2+f16c/fma1/l2=512k".
+  /// vdpbf16ps slower than the FMAs ("/bf16fma"), AMX ("+amx"), an FMA rate other than two a
+  /// cycle and caches other than the defaults, e.g. "avx2+f16c/fma1/l2=512k".
   std::string name() const;
 
   /// A scalar core (no vector unit): what the CPU schedule assumes when no x86 ISA is used.
