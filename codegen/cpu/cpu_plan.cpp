@@ -33,6 +33,11 @@ bool widens_to_f32(DType dtype, const CpuInfo& cpu) {
   return dtype == DType::kHalf || (dtype == DType::kBFloat16 && !cpu.uses_bf16_dot());
 }
 
+bool pairs_output_channels(const ConvProblem& problem, const CpuInfo& cpu) {
+  return cpu.pairs_bf16_data_gradient() && problem.dtype == DType::kBFloat16 &&
+         problem.oc_per_group() % 2 == 0;
+}
+
 bool output_outgrows_llc(const ConvProblem& problem, const CpuInfo& cpu) {
   return problem.elements(problem.output_role()) * dtype_size(problem.dtype) > cpu.llc_bytes;
 }
@@ -181,9 +186,8 @@ CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads
   // Weighed with the tiles that would run the row: AMX's where a bfloat16 data gradient's
   // paired tiles go there (plan_data_gradient), whose 16-row blocks lose most to short rows.
   const bool amx_rows = problem.direction == ConvDirection::kBackpropData &&
-                        problem.dtype == DType::kBFloat16 && cpu.has_amx_bf16 &&
-                        cpu.pairs_bf16_data_gradient() && !problem.depthwise &&
-                        problem.oc_per_group() % 2 == 0;
+                        cpu.has_amx_bf16 && !problem.depthwise &&
+                        pairs_output_channels(problem, cpu);
   plan.pixels_as_one_row =
       pixels_form_one_row(problem) &&
       one_row_pays(problem, amx_rows ? TileModel::amx(cpu) : plan.tiles);

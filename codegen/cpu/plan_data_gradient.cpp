@@ -116,8 +116,8 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // vdpbf16ps and AMX take the packed filter's output channels in pairs; on AMX the tiles
   // are its blocks of 16 rows and 16 columns, and the channel blocks below are chosen with
   // them.
-  plan.pair_output_channels = cpu.pairs_bf16_data_gradient() && p.dtype == DType::kBFloat16 &&
-                              plan.pack_filter && !plan.position_vectors && mult % 2 == 0;
+  plan.pair_output_channels =
+      pairs_output_channels(p, cpu) && plan.pack_filter && !plan.position_vectors;
   if (plan.pair_output_channels && cpu.has_amx_bf16) plan.tiles = TileModel::amx(cpu);
   plan.packed_filter_dtype =
       widens_to_f32(p.dtype, cpu) && !plan.pair_output_channels ? DType::kFloat32 : p.dtype;

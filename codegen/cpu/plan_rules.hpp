@@ -18,6 +18,11 @@ int useful_threads(const ConvProblem& problem, int max_threads);
 /// the tiles read vectors from then writes f32.
 bool widens_to_f32(DType dtype, const CpuInfo& cpu);
 
+/// Whether a bfloat16 data gradient's packed filter can take its output channels in pairs
+/// for `cpu` (vdpbf16ps, or AMX: CpuInfo::pairs_bf16_data_gradient): a whole number of pairs
+/// per group. The plan pairs them where the tiles also read the packed filter as vectors.
+bool pairs_output_channels(const ConvProblem& problem, const CpuInfo& cpu);
+
 /// Whether the op's output is larger than the core's last-level cache: its stores then go to
 /// memory, and whole-line non-temporal stores pay.
 bool output_outgrows_llc(const ConvProblem& problem, const CpuInfo& cpu);
