@@ -88,6 +88,7 @@ std::string CpuPlan::describe() const {
     out += fmt::format(" output_slices={}x{}", slices_of_input_channels ? "ic" : "oc", output_slices);
   }
   flag(partial_sums_for_rounding, "partial_sums_for_rounding");
+  flag(input_pairs_by_channel, "input_pairs_by_channel");
   if (batch_copies != BatchCopies::kNone) {
     out += fmt::format(" batch_copies={}", kCopies[static_cast<int>(batch_copies)]);
     if (x_pixel_padding > 0 || y_pixel_padding > 0) {

@@ -35,7 +35,7 @@ enum class ReductionSplit : std::uint8_t {
 /// The 16-bit filter gradient's per-thread copies of its batch operands.
 enum class BatchCopies : std::uint8_t {
   kNone,
-  kPairs,     // image pairs interleaved for vdpbf16ps (dp2n)
+  kPairs,     // image pairs interleaved for vdpbf16ps (dp2n) or AMX (dp2t)
   kWiden,     // each image's dy (and x) widened to f32 once (wdy, wxdy)
   kRestride,  // f32/f64: each image's x and/or dy copied with padded pixels (rsx, rsdy, rsxdy)
 };
@@ -125,6 +125,10 @@ struct CpuPlan final : codegen::Plan {
   /// One thread, 16-bit dW: accumulated into f32 partial sums, rounded once (acc=partial).
   bool partial_sums_for_rounding = false;
   BatchCopies batch_copies = BatchCopies::kNone;
+  /// kPairs on AMX: x's image pairs copied once more with each input channel's pixels
+  /// together, [channel][pixel][2], so that 16 consecutive pixels of a channel are one row of
+  /// a tdpbf16ps row tile (dy's image pairs already are its column tiles) (dp2t).
+  bool input_pairs_by_channel = false;
   /// Elements added to each pixel of those copies of x and of dy (0: the copy keeps the
   /// tensor's pixel stride): where the tiles' consecutive reduce points are a multiple of 512
   /// bytes apart in an operand, its lines crowd a few L1 sets and the rows of one column block

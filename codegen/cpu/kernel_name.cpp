@@ -135,7 +135,7 @@ std::string batch_copies(const CpuPlan& plan, const LoopNest& nest) {
     }
   };
   walk(nest.body);
-  if (paired) return "dp2n";
+  if (paired) return nest.buffer_of_role(BufferRole::kInputByChannelCopy) >= 0 ? "dp2t" : "dp2n";
   const bool x = nest.buffer_of_role(BufferRole::kInputCopy) >= 0;
   const bool dy = nest.buffer_of_role(BufferRole::kOutBackpropCopy) >= 0;
   if (!x && !dy) return "";

@@ -20,6 +20,7 @@
 //   dyc        NCHW filter gradient: dy copied par=<vars> the outermost loops run on the
 //                                                        thread pool (two or more threads)
 //              channels-last                   dp2n      bf16 image pairs for vdpbf16ps
+//                                              dp2t      ... and x's pairs by channel (AMX)
 //   f32ops     16-bit depthwise: f32 operands  wdy, wxdy 16-bit: dy (and x) widened per image
 //   dp2        bf16 output-channel pairs
 //   nt         non-temporal output stores

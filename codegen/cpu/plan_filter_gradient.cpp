@@ -146,7 +146,7 @@ std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
   const double accumulators = static_cast<double>(
       tile.rows * ((tile.cols + plan.tiles.lanes() - 1) / plan.tiles.lanes()));
   const double reload = latency + 2.0 * accumulators * cpu.vector_bytes / bandwidth;
-  const double fma_cycles_per_point = accumulators / std::max(cpu.fmas_per_cycle, 1);
+  const double fma_cycles_per_point = plan.tiles.cycles_per_reduce_point(tile);
   return static_cast<std::int64_t>(std::ceil(reload / (kReloadShare * fma_cycles_per_point)));
 }
 
@@ -208,10 +208,12 @@ std::int64_t images_per_chunk(const ConvProblem& p, const CpuPlan& plan, std::in
   return images;
 }
 
-// Bytes of `images` images of x and dy as interleaved pair copies.
-std::int64_t pair_copy_bytes(const ConvProblem& whole, std::int64_t images) {
-  return images * (whole.ih * whole.iw * whole.ic + whole.oh * whole.ow * whole.oc) *
-         dtype_size(whole.dtype);
+// Bytes of `images` images of x and dy as interleaved pair copies (and where x's pairs go by
+// channel, the one pair of x staged on its way).
+std::int64_t pair_copy_bytes(const ConvProblem& whole, const CpuPlan& plan, std::int64_t images) {
+  const std::int64_t x_image = whole.ih * whole.iw * whole.ic;
+  const std::int64_t staged = plan.input_pairs_by_channel ? 2 * x_image : 0;
+  return (images * (x_image + whole.oh * whole.ow * whole.oc) + staged) * dtype_size(whole.dtype);
 }
 
 // Whether a bfloat16 filter gradient's image pairs are all copied before the tiles, which then
@@ -228,7 +230,7 @@ bool unblocked_pairs_pay(const ConvProblem& p, const ConvProblem& whole, const C
   const std::int64_t dw_bytes = whole.kh * whole.kw * whole.filter_in * whole.oc *
                                 dtype_size(ir::accumulator_dtype(whole.dtype));
   return per_thread >= 2 && per_thread % 2 == 0 && p.oh * p.ow < min_chunk_points(p, plan) &&
-         pair_copy_bytes(whole, per_thread) <= dw_bytes;
+         pair_copy_bytes(whole, plan, per_thread) <= dw_bytes;
 }
 
 }  // namespace
@@ -329,7 +331,7 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
     const std::int64_t eb = dtype_size(ir::accumulator_dtype(p.dtype));
     plan.x_pixel_padding = pixel_padding(whole.ic, eb, p.stride_w);
     plan.y_pixel_padding = pixel_padding(whole.oc, eb, 1);
-    if (cpu.uses_bf16_dot() && p.dtype == DType::kBFloat16) {
+    if ((cpu.uses_bf16_dot() && p.dtype == DType::kBFloat16) || plan.input_pairs_by_channel) {
       plan.batch_copies = BatchCopies::kPairs;
     } else if (widens_to_f32(p.dtype, cpu)) {
       plan.batch_copies = BatchCopies::kWiden;
@@ -384,7 +386,7 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
                  unblocked_pairs_pay(p, whole, plan)) {
         plan.reduction_blocking = ReductionBlocking::kNone;
         plan.whole_image_chunks = false;
-        plan.copy_budget_bytes = pair_copy_bytes(whole, p.n / threads);
+        plan.copy_budget_bytes = pair_copy_bytes(whole, plan, p.n / threads);
       }
     }
     if (threads > 1 && plan.reduction_blocking == ReductionBlocking::kBatchChunks) {
@@ -405,12 +407,28 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
 
 }  // namespace
 
+namespace {
+
+// Whether a bfloat16 filter gradient runs its image pairs on AMX (CpuInfo::has_amx_bf16):
+// the tiles' rows are input channels and their reduction's innermost loop runs along a row of
+// x, so a channel's copy holds consecutive pixels of x at unit stride only where the columns'
+// stride is 1. Elsewhere (strided columns, groups, depthwise) the tiles widen to f32, as on
+// any core whose vdpbf16ps is slower than its FMAs.
+bool pairs_images_on_amx(const ConvProblem& p, const CpuInfo& cpu) {
+  return cpu.has_amx_bf16 && cpu.vector_registers > 0 && p.dtype == DType::kBFloat16 &&
+         p.format == DataFormat::kNHWC && !p.depthwise && p.groups == 1 && p.stride_w == 1;
+}
+
+}  // namespace
+
 void plan_filter_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // From here on the schedule sees the problem in the layout its tiles run in (an NCHW
   // depthwise problem as NHWC, on per-image channels-last copies of x and dy).
   plan.channels_last_copies = wants_channels_last_copies(problem, plan.cpu);
   ConvProblem p = problem;
   if (plan.channels_last_copies) p.format = DataFormat::kNHWC;
+  plan.input_pairs_by_channel = pairs_images_on_amx(p, plan.cpu);
+  if (plan.input_pairs_by_channel) plan.tiles = TileModel::amx(plan.cpu);
   // Not for 16-bit types: the later parts would add into a dW already rounded (SEMANTICS.md
   // rounds it once).
   plan.taps_share_out_backprop = p.depthwise && p.oc_per_group() == 1 &&

@@ -113,6 +113,15 @@ double TileModel::amx_tile_cycles(std::int64_t rows, std::int64_t vecs,
          kAmxRowStoreCycles * static_cast<double>(rows * vecs);
 }
 
+double TileModel::cycles_per_reduce_point(TileShape shape) const {
+  const std::int64_t vecs = ceil_div(shape.cols, lanes_);
+  if (!amx_) return static_cast<double>(shape.rows * vecs) / std::max(fmas_per_cycle_, 1.0);
+  const std::int64_t mt = ceil_div(shape.rows, kAmxRows);
+  const double step = std::max(static_cast<double>(mt * vecs) * kTdpCycles,
+                               static_cast<double>(mt + vecs) * kTileLoadCycles);
+  return step / static_cast<double>(2 * kAmxPairs);
+}
+
 TileShape TileModel::choose_amx(std::int64_t row_extent, std::int64_t col_extent,
                                 std::int64_t reduce_points) const {
   TileShape best;

@@ -48,6 +48,10 @@ class TileModel {
   /// `row_stride_bytes` apart: they stop at the rows that map to distinct L1 sets.
   std::int64_t elementwise_row_limit(std::int64_t row_stride_bytes) const;
 
+  /// Cycles one more reduce point adds to an outer-product tile of `shape` (rows x columns):
+  /// its FMAs, or on AMX its share of a step of 16 pairs.
+  double cycles_per_reduce_point(TileShape shape) const;
+
   /// Vector lanes of one accumulator register.
   std::int64_t lanes() const { return lanes_; }
 

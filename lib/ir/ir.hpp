@@ -68,6 +68,7 @@ enum class BufferRole : std::uint8_t {
   kPackedFilter,  // the filter re-laid out for the tiles (pack_filter, pair_reduction)
   kFilterCopy,    // another copy of the filter (transposed, deinterleaved, widened, ...)
   kInputCopy,     // a copy of x the tiles read
+  kInputByChannelCopy,  // a copy of x with each channel's pixels together (image pairs on AMX)
   kOutBackpropCopy,  // a copy of dy (or y) the tiles read
   kOutputCopy,    // where tiles write before a copy moves it into the op's output
   kPartialSums,   // per-chunk partial sums of a filter gradient, reduced at the end

@@ -80,8 +80,10 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   EXPECT_EQ(widened.packed_filter_dtype, DType::kFloat32);
   EXPECT_FALSE(widened.pair_output_channels);
 
-  // With AMX the data gradient pairs output channels again, for the tile unit's tiles (the
-  // AMX tile model's shapes), while the filter gradient still widens.
+  // With AMX both pair again, for the tile unit's tiles (the AMX tile model's shapes): the
+  // data gradient its output channels, the filter gradient its images with x's pairs by
+  // channel, except at a column stride (a channel's pixels then are not consecutive in x),
+  // where it widens.
   CpuInfo amx = slow_dot;
   amx.has_amx_bf16 = true;
   EXPECT_EQ(amx.name(), "avx512+f16c+bf16/bf16fma+amx");
@@ -91,7 +93,16 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   EXPECT_TRUE(on_amx.pair_output_channels);
   EXPECT_EQ(on_amx.packed_filter_dtype, DType::kBFloat16);
   EXPECT_GT(on_amx.tiles.choose(TileForm::kOuterProduct, 56, 64, 576).rows, 16);
-  EXPECT_EQ(plan_cpu(*filter, amx, 2).batch_copies, BatchCopies::kWiden);
+  const CpuPlan filter_on_amx = plan_cpu(*filter, amx, 2);
+  EXPECT_EQ(filter_on_amx.batch_copies, BatchCopies::kPairs);
+  EXPECT_TRUE(filter_on_amx.input_pairs_by_channel);
+  EXPECT_GT(filter_on_amx.tiles.choose(TileForm::kOuterProduct, 64, 64, 196).rows, 16);
+  layer.stride_h = layer.stride_w = 2;
+  const Expected<ConvProblem> strided = validate(layer.descriptor(OpKind::kConv2DBackpropFilter));
+  ASSERT_TRUE(strided.has_value());
+  const CpuPlan strided_on_amx = plan_cpu(*strided, amx, 2);
+  EXPECT_EQ(strided_on_amx.batch_copies, BatchCopies::kWiden);
+  EXPECT_FALSE(strided_on_amx.input_pairs_by_channel);
 }
 
 }  // namespace

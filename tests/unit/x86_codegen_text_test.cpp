@@ -268,22 +268,25 @@ TEST(X86CodegenText, Bf16BackpropDataPairsTheReductionWithVdpbf16ps) {
   EXPECT_NE(o.disassembly.find("vfmadd231ps zmm"), std::string::npos);
 }
 
-// Bfloat16 backprop data on a CPU with AMX: the same pairs as tdpbf16ps blocks. The hot loop
+// Bfloat16 gradients on a CPU with AMX: the data gradient's output-channel pairs and the
+// filter gradient's image pairs (x's by channel, dp2t) as tdpbf16ps blocks. The hot loop
 // loads row and column tiles and multiplies them, nothing else (no vector products, no
 // widening); each tile configures the tile registers first and releases them last, so no
 // function returns with the tile state in use. A depth that is no multiple of 16 pairs takes
 // steps of a divisor of it (40 channels: 20 pairs, steps of 10).
-TEST(X86CodegenText, Bf16BackpropDataRunsThePairedTilesOnAmx) {
+TEST(X86CodegenText, Bf16GradientsRunThePairedTilesOnAmx) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   cpu::CpuInfo t = target_for(cpu::Isa::kAvx512);
   t.has_avx512_bf16 = true;  // generated, not run: the host may lack both
   t.has_amx_bf16 = true;
   t.bf16_dot_beats_fma = false;
-  for (std::int64_t channels : {64, 40}) {
-    Compiled c =
-        compile_for_target(problem_of(OpKind::kConv2DBackpropInput, DType::kBFloat16, channels), t);
+  for (const auto& [op, channels] : {std::pair{OpKind::kConv2DBackpropInput, 64},
+                                     {OpKind::kConv2DBackpropInput, 40},
+                                     {OpKind::kConv2DBackpropFilter, 64}}) {
+    Compiled c = compile_for_target(problem_of(op, DType::kBFloat16, channels), t);
     ASSERT_TRUE(c.code);
-    EXPECT_NE(c.code->name().find("_dp2"), std::string::npos) << c.code->name();
+    const char* pairs = op == OpKind::kConv2DBackpropFilter ? "_dp2t" : "_dp2";
+    EXPECT_NE(c.code->name().find(pairs), std::string::npos) << c.code->name();
     for (const char* insn : {"ldtilecfg", "tilezero", "tileloadd", "tdpbf16ps", "tilestored",
                              "tilerelease"}) {
       EXPECT_NE(c.disassembly.find(insn), std::string::npos) << insn;

@@ -53,6 +53,8 @@
 // disjoint between chunks; x's overlap by the filter's height less one, so x is copied per
 // chunk only where that repeats little.
 #include <algorithm>
+#include <iterator>
+#include <optional>
 
 #include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
@@ -72,6 +74,7 @@ class BatchOperandCopies {
       : nest_(nest), budget_(plan.copy_budget_bytes), pairs_(pairs) {
     x_ = nest_.buffer_of_kind(BufferKind::kX);
     y_ = nest_.buffer_of_kind(BufferKind::kY);
+    by_channel_ = pairs_ && plan.input_pairs_by_channel && addressable_by_pixel(x_);
     if (!pairs_) {
       x_padding_ = plan.x_pixel_padding;
       y_padding_ = plan.y_pixel_padding;
@@ -347,7 +350,9 @@ class BatchOperandCopies {
       Buffer b;
       b.name = name;
       b.kind = BufferKind::kScratch;
-      b.role = id == &xq_ || id == &xw_ ? BufferRole::kInputCopy : BufferRole::kOutBackpropCopy;
+      b.role = id == &xc_                   ? BufferRole::kInputByChannelCopy
+               : id == &xq_ || id == &xw_ ? BufferRole::kInputCopy
+                                          : BufferRole::kOutBackpropCopy;
       b.dtype = dtype;
       b.dims = {0, 0, 0};
       if (members > 1) b.dims.push_back(members);
@@ -388,26 +393,114 @@ class BatchOperandCopies {
 
   /// The tile reading member 0 of each pair from the scratches and member 1 beside it:
   /// [n][h][w][c] becomes [slot][pair][(h*W + w)*C + c - window start][member].
+  /// By channel (`by_channel`: x's window in whole pixels, see by_channel_window), x's pairs
+  /// come from xc instead: [slot][pair][channel * pixels + pixel - first pixel][member].
   void make_paired(Tile& t, const Window& xw, const Window& yw, const Affine& slot,
-                   const Affine& pair) {
+                   const Affine& pair, bool by_channel) {
     auto member = [&](const Access& a, const Window& w, int scratch, std::int64_t m) {
       return Access{scratch,
                     {IndexExpr(slot), IndexExpr(pair),
                      IndexExpr(within_image(a) - w.element(Affine::constant_of(0))),
                      IndexExpr(Affine::constant_of(m))}};
     };
-    t.a2 = member(t.a, xw, xq_, 1);
+    auto by_channel_member = [&](const Access& a, std::int64_t m) {
+      const Buffer& from = buffer(x_);
+      const std::int64_t pixel = from.strides[2];
+      const Affine image_pixel = a.index[1].numer * (from.strides[1] / pixel) + a.index[2].numer;
+      const Affine at = a.index[3].numer * (xw.extent / pixel) + image_pixel - first_pixel(xw);
+      return Access{xc_,
+                    {IndexExpr(slot), IndexExpr(pair), IndexExpr(at),
+                     IndexExpr(Affine::constant_of(m))}};
+    };
+    t.a2 = by_channel ? by_channel_member(t.a, 1) : member(t.a, xw, xq_, 1);
     t.b2 = member(t.b, yw, yq_, 1);
-    t.a = member(t.a, xw, xq_, 0);
+    t.a = by_channel ? by_channel_member(t.a, 0) : member(t.a, xw, xq_, 0);
     t.b = member(t.b, yw, yq_, 0);
     t.paired = true;
   }
 
+  /// The image pixel that x's window `w` (whole pixels) starts at, moving with its loops.
+  Affine first_pixel(const Window& w) const {
+    const std::int64_t pixel = buffer(x_).strides[2];
+    Affine first = Affine::constant_of((w.base.constant + w.lo) / pixel);
+    for (const auto& term : w.base.terms) first = first + Affine::var(term.var, term.coef / pixel);
+    return first;
+  }
+
+  /// x's window `w` widened to whole pixels, for the copy by channel whose columns are the
+  /// window's pixels; nullopt where its moving start is not a whole number of pixels. Still
+  /// within the image: the image is whole pixels, and so is the window's start.
+  std::optional<Window> by_channel_window(const Window& w) const {
+    const std::int64_t pixel = buffer(x_).strides[2];
+    if (w.base.constant % pixel != 0) return std::nullopt;
+    for (const auto& term : w.base.terms) {
+      if (term.coef % pixel != 0) return std::nullopt;
+    }
+    Window whole = w;
+    whole.lo = floor_div(w.lo, pixel) * pixel;
+    whole.extent = ceil_div(w.lo + w.extent, pixel) * pixel - whole.lo;
+    return whole;
+  }
+
+  /// x's copies at one place: its window `w` of images `first` and `first + 1` interleaved
+  /// into xq[slot][pair]; by channel, into xq[slot][0] and that transposed into xc[slot][pair]:
+  /// per channel its pixels' pairs, one loop over the channels around one over the pixels (the
+  /// emitter's transposing copy moves 8x8 blocks of pairs through registers). xq then holds
+  /// one pair on its way, whatever the pairs xc holds.
+  std::vector<Stmt> x_copies(const Window& w, const Affine& first, const Affine& second,
+                             const Affine& slot, const Affine& pair, bool by_channel) {
+    std::vector<Stmt> out;
+    const Affine staged = by_channel ? Affine::constant_of(0) : pair;
+    out.push_back(interleave(x_, xq_, w, first, second, slot, staged, "qx"));
+    if (!by_channel) return out;
+    const std::int64_t channels = buffer(x_).strides[2], pixels = w.extent / channels;
+    Loop c;
+    c.var = nest_.new_var("xc");
+    c.end = channels;
+    c.label = "pairs by channel";
+    Loop px;
+    px.var = nest_.new_var("xp");
+    px.end = pixels;
+    for (std::int64_t m = 0; m < 2; ++m) {
+      Store st;
+      st.dst = Access{xc_,
+                      {IndexExpr(slot), IndexExpr(pair),
+                       IndexExpr(Affine::var(c.var, pixels) + Affine::var(px.var)),
+                       IndexExpr(Affine::constant_of(m))}};
+      st.has_src = true;
+      st.src = Access{xq_,
+                      {IndexExpr(slot), IndexExpr(staged),
+                       IndexExpr(Affine::var(px.var, channels) + Affine::var(c.var)),
+                       IndexExpr(Affine::constant_of(m))}};
+      px.body.push_back(Stmt{std::move(st)});
+    }
+    c.body.push_back(Stmt{std::move(px)});
+    out.push_back(Stmt{std::move(c)});
+    return out;
+  }
+
+  /// Widens every window of `p` to whole pixels (by_channel_window); false, leaving `p` as it
+  /// was, where one cannot be.
+  bool to_whole_pixels(Placement* p) const {
+    Placement widened = *p;
+    std::vector<Window*> windows{&widened.whole};
+    for (Window& part : widened.parts) windows.push_back(&part);
+    for (Window* w : windows) {
+      const std::optional<Window> whole = by_channel_window(*w);
+      if (!whole.has_value()) return false;
+      *w = *whole;
+    }
+    *p = widened;
+    return true;
+  }
+
   /// The pair scratches, grown to hold `slots` x `pairs` x the windows' extents.
+  /// By channel, xq holds one pair (x_copies) and xc the pairs.
   void reserve(std::int64_t slots, std::int64_t pairs, std::int64_t x_extent,
-               std::int64_t y_extent) {
-    reserve_scratch(&xq_, "xq", buffer(x_).dtype, slots, pairs, x_extent, 2);
+               std::int64_t y_extent, bool by_channel) {
+    reserve_scratch(&xq_, "xq", buffer(x_).dtype, slots, by_channel ? 1 : pairs, x_extent, 2);
     reserve_scratch(&yq_, "dyq", buffer(y_).dtype, slots, pairs, y_extent, 2);
+    if (by_channel) reserve_scratch(&xc_, "xqc", buffer(x_).dtype, slots, pairs, x_extent, 2);
   }
 
   static Affine slot_of(const Loop* slot_loop) {
@@ -418,9 +511,11 @@ class BatchOperandCopies {
   std::vector<Stmt> pair_batch(const Loop& batch, const Affine& image, const Loop* slot_loop) {
     std::vector<Stmt> tiles = batch.body;
     const std::int64_t pair_bytes = 2 * dtype_size(buffer(x_).dtype);
-    const Placement xp = place(tiles, x_, slot_loop, pair_bytes),
-                    yp = place(tiles, y_, slot_loop, pair_bytes);
-    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, 1, xp.largest(), yp.largest());
+    Placement xp = place(tiles, x_, slot_loop, pair_bytes);
+    const Placement yp = place(tiles, y_, slot_loop, pair_bytes);
+    const bool by_channel = by_channel_ && to_whole_pixels(&xp);
+    const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
+    reserve(slots, 1, xp.largest(), yp.largest(), by_channel);
     const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -429,16 +524,19 @@ class BatchOperandCopies {
     const Affine first = Affine::var(pairs.var, 2) + batch.begin;
     const Affine e0 = image.substitute(batch.var, first),
                  e1 = image.substitute(batch.var, first + 1);
-    if (xp.parts.empty())
-      pairs.body.push_back(interleave(x_, xq_, xp.whole, e0, e1, slot, pair, "qx"));
+    if (xp.parts.empty()) {
+      for (Stmt& c : x_copies(xp.whole, e0, e1, slot, pair, by_channel))
+        pairs.body.push_back(std::move(c));
+    }
     if (yp.parts.empty())
       pairs.body.push_back(interleave(y_, yq_, yp.whole, e0, e1, slot, pair, "qy"));
     substitute(tiles, batch.var, first);
     for (std::size_t i = 0; i < tiles.size(); ++i) {
       const Window &xw = xp.of_part(i), &yw = yp.of_part(i);
       std::vector<Stmt> part(1, std::move(tiles[i]));
-      for_each_tile(part, {},
-                    [&](Tile& t, const VarRanges&) { make_paired(t, xw, yw, slot, pair); });
+      for_each_tile(part, {}, [&](Tile& t, const VarRanges&) {
+        make_paired(t, xw, yw, slot, pair, by_channel);
+      });
       // Per-chunk copies go first in their chunk loop (place() made parts only of loops).
       std::vector<Stmt>* chunk =
           xp.parts.empty() && yp.parts.empty() ? nullptr : &std::get<Loop>(part.front().node).body;
@@ -446,7 +544,9 @@ class BatchOperandCopies {
         chunk->insert(chunk->begin(), interleave(y_, yq_, yw, e0, e1, slot, pair, "qy"));
       }
       if (!xp.parts.empty()) {
-        chunk->insert(chunk->begin(), interleave(x_, xq_, xw, e0, e1, slot, pair, "qx"));
+        std::vector<Stmt> copies = x_copies(xw, e0, e1, slot, pair, by_channel);
+        chunk->insert(chunk->begin(), std::make_move_iterator(copies.begin()),
+                      std::make_move_iterator(copies.end()));
       }
       pairs.body.push_back(std::move(part.front()));
     }
@@ -485,8 +585,13 @@ class BatchOperandCopies {
     const std::int64_t len = reduction.len;
     const VarId n = reduction.n;
     const Affine& image = reduction.image;
-    const Window xw = window(body, x_, {slot_loop}), yw = window(body, y_, {slot_loop});
-    reserve(slot_loop != nullptr ? slot_loop->trip_count() : 1, len / 2, xw.extent, yw.extent);
+    Window xw = window(body, x_, {slot_loop});
+    const Window yw = window(body, y_, {slot_loop});
+    const std::optional<Window> xw_pixels = by_channel_ ? by_channel_window(xw) : std::nullopt;
+    const bool by_channel = xw_pixels.has_value();
+    if (by_channel) xw = *xw_pixels;
+    const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
+    reserve(slots, len / 2, xw.extent, yw.extent, by_channel);
     const Affine slot = slot_of(slot_loop);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -494,10 +599,11 @@ class BatchOperandCopies {
     pairs.label = "image pairs";
     const Affine first = Affine::var(pairs.var, 2);
     const Affine e0 = image.substitute(n, first), e1 = image.substitute(n, first + 1);
-    pairs.body.push_back(interleave(x_, xq_, xw, e0, e1, slot, Affine::var(pairs.var), "qx"));
+    for (Stmt& c : x_copies(xw, e0, e1, slot, Affine::var(pairs.var), by_channel))
+      pairs.body.push_back(std::move(c));
     pairs.body.push_back(interleave(y_, yq_, yw, e0, e1, slot, Affine::var(pairs.var), "qy"));
     for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
-      make_paired(t, xw, yw, slot, Affine::var(n));
+      make_paired(t, xw, yw, slot, Affine::var(n), by_channel);
       t.reduce.front().end = len / 2;
     });
     body.insert(body.begin(), Stmt{std::move(pairs)});
@@ -696,7 +802,8 @@ class BatchOperandCopies {
   bool pairs_;
   bool copy_x_ = false, copy_y_ = false, restride_ = false;
   std::int64_t x_padding_ = 0, y_padding_ = 0;
-  int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xw_ = -1, yw_ = -1;
+  bool by_channel_ = false;  // the plan's input_pairs_by_channel, where x has whole pixels
+  int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xc_ = -1, xw_ = -1, yw_ = -1;
 };
 
 }  // namespace
