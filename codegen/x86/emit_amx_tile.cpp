@@ -13,8 +13,9 @@
 // column tiles (2x2, 1x3 or 3x1); larger tiles run group after group, each over the whole
 // reduction. A group's shapes (rows of its last row block, columns of its last column block,
 // pairs per step) are its tile configuration, loaded at its start where the registers hold
-// another; a function that ran tiles ends with tilerelease, so none leaves the tile state in
-// use.
+// another; a reduction whose pairs have no large divisor takes steps of 16 and a tail pass
+// of the rest under a second configuration (tail_pairs); a function that ran tiles ends with
+// tilerelease, so none leaves the tile state in use.
 #include <algorithm>
 #include <array>
 
@@ -31,15 +32,33 @@ constexpr std::int64_t kTileColumns = 16;     // f32 accumulators per row
 constexpr std::int64_t kTileRowBytes = 64;
 constexpr std::int64_t kMaxPairsPerStep = 16;  // 64 bytes of pairs per row of a row tile
 
+// Cycles of storing a group's accumulators to the frame, loading the tail's configuration and
+// the accumulators back (about 175 for the ldtilecfg, measured, and a few tile moves): what a
+// tail pass costs once per group.
+constexpr std::int64_t kTailPassCycles = 300;
+constexpr std::int64_t kStepCycles = 64;  // a 2x2 group's four tdpbf16ps, issue to issue
+
 // The pairs each reduction step takes: the largest divisor of the innermost loop's pairs
 // that one row tile holds, so every step is whole (a step of fewer pairs costs the same
-// tdpbf16ps as a full one, but a tail would need a second configuration, which would zero the
-// accumulators).
+// tdpbf16ps as a full one).
 std::int64_t pairs_per_step(std::int64_t pairs) {
   for (std::int64_t k = std::min(pairs, kMaxPairsPerStep); k > 1; --k) {
     if (pairs % k == 0) return k;
   }
   return 1;
+}
+
+// Steps of 16 pairs and one tail step of the rest, where that saves more steps over the
+// `outer` iterations of the loops around the innermost than the tail pass costs: a prime
+// count of pairs (31: one pair a step) or one with only small divisors (111: three) would
+// otherwise run its tdpbf16ps a few pairs deep. The tail needs its own configuration, and
+// loading one zeroes the tile registers, so the tail runs once per group after the main
+// steps, over all the outer iterations again, on accumulators stored and reloaded around it.
+std::int64_t tail_pairs(std::int64_t pairs, std::int64_t outer) {
+  const std::int64_t whole = pairs / kMaxPairsPerStep, tail = pairs % kMaxPairsPerStep;
+  if (whole == 0 || tail == 0) return 0;
+  const std::int64_t saved = pairs / pairs_per_step(pairs) - (whole + 1);
+  return saved * outer * kStepCycles > kTailPassCycles ? tail : 0;
 }
 
 // Block groups whose accumulator, row and column tiles fit the eight registers.
@@ -73,14 +92,26 @@ bool Emitter::emit_amx_tile(const ir::Tile& t, const AccessInfo& a, const Access
   }
   const std::int64_t a_stride = a.row_coef * a.elem_bytes;
   const std::int64_t b_stride = b.offset.coef_of(inner.var) * b.elem_bytes;
-  const std::int64_t kp = pairs_per_step(inner.end - inner.begin);
+  std::int64_t outer = 1;
+  for (std::size_t i = 0; i + 1 < t.reduce.size(); ++i) {
+    const ir::ReduceLoop& r = t.reduce[i];
+    outer *= std::max<std::int64_t>(0, (r.end - r.begin + r.step - 1) / r.step);
+  }
+  const std::int64_t pairs = inner.end - inner.begin;
+  const std::int64_t tail = tail_pairs(pairs, outer);
+  const std::int64_t kp = tail > 0 ? kMaxPairsPerStep : pairs_per_step(pairs);
   // Row blocks and steps are displacements: they must stay 32-bit.
   if (!fits_int32(a_stride * t.rows) || !fits_int32(b_stride * kp * 8)) return false;
 
   // The reduction in steps of kp pairs: the reduce-level walker then bumps the pointers by a
-  // step's bytes and hands each step's offset to k_step.
+  // step's bytes and hands each step's offset to k_step. A tail: one step of its pairs after
+  // the whole steps, in a pass of its own.
   ir::Tile steps = t;
   steps.reduce.back().step = kp;
+  steps.reduce.back().end = inner.end - tail;
+  ir::Tile tail_steps = t;
+  tail_steps.reduce.back().begin = inner.end - tail;
+  tail_steps.reduce.back().step = std::max<std::int64_t>(tail, 1);
 
   const std::int64_t vl = kTileColumns;
   const std::int64_t row_blocks = (t.rows + kTileRows - 1) / kTileRows;
@@ -92,6 +123,7 @@ bool Emitter::emit_amx_tile(const ir::Tile& t, const AccessInfo& a, const Access
 
   bind_reduce_counters(steps);
   const ReduceStart start = reduce_start(steps, a, b);
+  const ReduceStart tail_start = reduce_start(tail_steps, a, b);
   for (std::int64_t cb0 = 0; cb0 < col_blocks; cb0 += group.col_blocks) {
     const std::int64_t ncb = std::min(group.col_blocks, col_blocks - cb0);
     for (std::int64_t rb0 = 0; rb0 < row_blocks; rb0 += group.row_blocks) {
@@ -106,43 +138,61 @@ bool Emitter::emit_amx_tile(const ir::Tile& t, const AccessInfo& a, const Access
       auto row_tile = [&](std::int64_t i) { return static_cast<int>(nrb * ncb + i); };
       auto col_tile = [&](std::int64_t j) { return static_cast<int>(nrb * ncb + nrb + j); };
 
-      // The configuration: palette 1, then per tile its bytes per row and its rows; loaded
-      // unless the registers hold it already (the previous tile's, in most loops).
-      std::array<std::uint8_t, 64> config{};
-      config[0] = 1;
-      auto shape = [&](int tile, std::int64_t rows, std::int64_t bytes_per_row) {
-        config[16 + 2 * tile] = static_cast<std::uint8_t>(bytes_per_row & 0xFF);
-        config[17 + 2 * tile] = static_cast<std::uint8_t>(bytes_per_row >> 8);
-        config[48 + tile] = static_cast<std::uint8_t>(rows);
+      // The configuration for steps of `step_pairs`: palette 1, then per tile its bytes per
+      // row and its rows; loaded unless the registers hold it already (the previous tile's,
+      // in most loops).
+      auto configure = [&](std::int64_t step_pairs) {
+        std::array<std::uint8_t, 64> config{};
+        config[0] = 1;
+        auto shape = [&](int tile, std::int64_t rows, std::int64_t bytes_per_row) {
+          config[16 + 2 * tile] = static_cast<std::uint8_t>(bytes_per_row & 0xFF);
+          config[17 + 2 * tile] = static_cast<std::uint8_t>(bytes_per_row >> 8);
+          config[48 + tile] = static_cast<std::uint8_t>(rows);
+        };
+        for (std::int64_t i = 0; i < nrb; ++i) {
+          for (std::int64_t j = 0; j < ncb; ++j) shape(acc_tile(i, j), rows_of(i), 4 * cols_of(j));
+          shape(row_tile(i), rows_of(i), 4 * step_pairs);
+        }
+        for (std::int64_t j = 0; j < ncb; ++j) shape(col_tile(j), step_pairs, 4 * cols_of(j));
+        const int id =
+            amx_config_ids_.emplace(config, static_cast<int>(amx_config_ids_.size()) + 1)
+                .first->second;
+        const auto cfg = static_cast<std::int32_t>(amx_config_offset_);
+        const auto id_slot = dword[rsp + static_cast<std::int32_t>(amx_config_id_offset_)];
+        Label loaded;
+        cmp(id_slot, id);
+        je(loaded, T_NEAR);
+        for (int q = 0; q < 8; ++q) {
+          std::uint64_t word = 0;
+          for (int byte = 7; byte >= 0; --byte) word = (word << 8) | config[8 * q + byte];
+          mov(rax, word);
+          mov(qword[rsp + cfg + 8 * q], rax);
+        }
+        ldtilecfg(ptr[rsp + cfg]);
+        mov(id_slot, id);
+        L(loaded);
       };
-      for (std::int64_t i = 0; i < nrb; ++i) {
-        for (std::int64_t j = 0; j < ncb; ++j) shape(acc_tile(i, j), rows_of(i), 4 * cols_of(j));
-        shape(row_tile(i), rows_of(i), 4 * kp);
-      }
-      for (std::int64_t j = 0; j < ncb; ++j) shape(col_tile(j), kp, 4 * cols_of(j));
-      const int id = amx_config_ids_.emplace(config, static_cast<int>(amx_config_ids_.size()) + 1)
-                         .first->second;
-      const auto cfg = static_cast<std::int32_t>(amx_config_offset_);
-      const auto id_slot = dword[rsp + static_cast<std::int32_t>(amx_config_id_offset_)];
-      Label loaded;
-      cmp(id_slot, id);
-      je(loaded, T_NEAR);
-      for (int q = 0; q < 8; ++q) {
-        std::uint64_t word = 0;
-        for (int byte = 7; byte >= 0; --byte) word = (word << 8) | config[8 * q + byte];
-        mov(rax, word);
-        mov(qword[rsp + cfg + 8 * q], rax);
-      }
-      ldtilecfg(ptr[rsp + cfg]);
-      mov(id_slot, id);
-      L(loaded);
+      // The accumulators to or from the frame, one 1 KiB block each, rows 64 bytes apart.
+      auto move_accumulators = [&](bool store) {
+        mov(rdx, static_cast<std::uint64_t>(kTileRowBytes));
+        for (std::int64_t i = 0; i < nrb; ++i) {
+          for (std::int64_t j = 0; j < ncb; ++j) {
+            const auto at = static_cast<std::int32_t>(amx_accumulator_offset_ +
+                                                      acc_tile(i, j) * kTileRows * kTileRowBytes);
+            if (store) {
+              tilestored(ptr[rsp + rdx + at], Tmm(acc_tile(i, j)));
+            } else {
+              tileloadd(Tmm(acc_tile(i, j)), ptr[rsp + rdx + at]);
+            }
+          }
+        }
+      };
+      configure(kp);
       amx_used_ = true;
       for (std::int64_t i = 0; i < nrb; ++i) {
         for (std::int64_t j = 0; j < ncb; ++j) tilezero(Tmm(acc_tile(i, j)));
       }
 
-      emit_base_pointer(rsi, a, start.zeroed, start.a_elems);
-      emit_base_pointer(rdi, b, start.zeroed, start.b_elems);
       k1_count_ = -1;
       ReduceCursor cur;
       auto k_step = [&](std::int64_t u) {
@@ -169,17 +219,20 @@ bool Emitter::emit_amx_tile(const ir::Tile& t, const AccessInfo& a, const Access
         }
         if (any_guard) L(skip);
       };
-      if (!start.empty) emit_reduce_levels(steps, a, b, nrb * ncb * kTileRows, &cur, k_step);
-
-      // Accumulators to the frame, one 1 KiB block each, rows 64 bytes apart.
-      mov(rdx, static_cast<std::uint64_t>(kTileRowBytes));
-      for (std::int64_t i = 0; i < nrb; ++i) {
-        for (std::int64_t j = 0; j < ncb; ++j) {
-          const auto at = static_cast<std::int32_t>(amx_accumulator_offset_ +
-                                                    acc_tile(i, j) * kTileRows * kTileRowBytes);
-          tilestored(ptr[rsp + rdx + at], Tmm(acc_tile(i, j)));
-        }
+      if (!start.empty) {
+        emit_base_pointer(rsi, a, start.zeroed, start.a_elems);
+        emit_base_pointer(rdi, b, start.zeroed, start.b_elems);
+        emit_reduce_levels(steps, a, b, nrb * ncb * kTileRows, &cur, k_step);
       }
+      if (tail > 0 && !tail_start.empty) {
+        move_accumulators(true);
+        configure(tail);
+        move_accumulators(false);
+        emit_base_pointer(rsi, a, tail_start.zeroed, tail_start.a_elems);
+        emit_base_pointer(rdi, b, tail_start.zeroed, tail_start.b_elems);
+        emit_reduce_levels(tail_steps, a, b, nrb * ncb * kTileRows, &cur, k_step);
+      }
+      move_accumulators(true);
 
       // From the frame into vector registers, as many rows at a time as leave the store
       // temporaries free, then out like any tile's accumulators.

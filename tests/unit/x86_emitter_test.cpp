@@ -271,14 +271,15 @@ ir::LoopNest paired_nest(DType out, std::int64_t rows, std::int64_t blocks, std:
 // The paired tile through every target that runs it: vdpbf16ps, and AMX's tdpbf16ps blocks
 // (where the host has AMX, and assembled but not run where it does not): row blocks of 16 and
 // a partial one, one to five column blocks of 16 and partial ones (groups of 2x2, 1x3 and
-// 3x1 tiles), pairs per step of 16 and of divisors (20 pairs: 10; 7: 7), accumulating and
-// not, into bfloat16 and f32.
+// 3x1 tiles), pairs per step of 16 and of divisors (20 pairs: 10; 7: 7) or steps of 16 and a
+// tail pass (31 pairs: 16 + 15; 37: 2 x 16 + 5), accumulating and not, into bfloat16 and f32.
 TEST(X86Emitter, PairedTilesOnVdpbf16psAndAmx) {
   struct Case {
     std::int64_t rows, blocks, cols, pairs, taps;
   };
   const Case cases[] = {{16, 2, 32, 16, 2}, {37, 2, 40, 20, 2}, {5, 3, 48, 7, 3},
-                        {50, 1, 24, 8, 2},  {20, 2, 70, 16, 1}, {1, 4, 16, 32, 2}};
+                        {50, 1, 24, 8, 2},  {20, 2, 70, 16, 1}, {1, 4, 16, 32, 2},
+                        {20, 2, 40, 31, 3}, {33, 1, 16, 37, 4}};
   std::vector<cpu::CpuInfo> paired_targets;
   for (const cpu::CpuInfo& t : targets()) {
     if (t.isa == cpu::Isa::kAvx512 && t.has_avx512_bf16) paired_targets.push_back(t);

@@ -22,7 +22,14 @@
 //                                          (len even, and one pair or copies within half the L2)
 //
 // x's pair is then one dword per input channel (the row broadcast) and dyq's pairs are dword
-// lanes along the output channels (the column vector), the form emit_paired_tile takes. Each
+// lanes along the output channels (the column vector), the form emit_paired_tile takes.
+//
+// On AMX (the plan's input_pairs_by_channel) the tiles multiply 16 reduction steps at once:
+// a row tile holds, per input channel, the pairs of 16 consecutive pixels, and dyq's pairs at
+// 16 consecutive pixels (rows 4*C bytes apart) already form a column tile. So x's pairs are
+// copied once more, transposed per window into xqc[slot][pair][channel][pixel][2] (its window
+// widened to whole pixels), where a channel's pixels along a row of x lie side by side at unit
+// column stride; the tiles read x there, and xq holds only the pair on its way. Each
 // copy walks an image as one run (each image of x and dy lies in one) and stores both members
 // of a pair per element, which the emitter turns into vector interleaves. The copies read each image once,
 // as the tiles did. A batch loop that is itself parallel, tiles that read other images, or an
@@ -75,6 +82,7 @@ class BatchOperandCopies {
     x_ = nest_.buffer_of_kind(BufferKind::kX);
     y_ = nest_.buffer_of_kind(BufferKind::kY);
     by_channel_ = pairs_ && plan.input_pairs_by_channel && addressable_by_pixel(x_);
+    by_row_ = by_channel_ && buffer(x_).strides[1] / buffer(x_).strides[2] >= kMinRowPixels;
     if (!pairs_) {
       x_padding_ = plan.x_pixel_padding;
       y_padding_ = plan.y_pixel_padding;
@@ -393,8 +401,8 @@ class BatchOperandCopies {
 
   /// The tile reading member 0 of each pair from the scratches and member 1 beside it:
   /// [n][h][w][c] becomes [slot][pair][(h*W + w)*C + c - window start][member].
-  /// By channel (`by_channel`: x's window in whole pixels, see by_channel_window), x's pairs
-  /// come from xc instead: [slot][pair][channel * pixels + pixel - first pixel][member].
+  /// By channel (`by_channel`: x's window in whole groups, see by_channel_window), x's pairs
+  /// come from xc instead: [slot][pair][(group * C + channel) * stride + pixel in group][member].
   void make_paired(Tile& t, const Window& xw, const Window& yw, const Affine& slot,
                    const Affine& pair, bool by_channel) {
     auto member = [&](const Access& a, const Window& w, int scratch, std::int64_t m) {
@@ -405,9 +413,13 @@ class BatchOperandCopies {
     };
     auto by_channel_member = [&](const Access& a, std::int64_t m) {
       const Buffer& from = buffer(x_);
-      const std::int64_t pixel = from.strides[2];
-      const Affine image_pixel = a.index[1].numer * (from.strides[1] / pixel) + a.index[2].numer;
-      const Affine at = a.index[3].numer * (xw.extent / pixel) + image_pixel - first_pixel(xw);
+      const std::int64_t channels = from.strides[2], width = from.strides[1] / channels;
+      const std::int64_t stride = channel_stride(xw);
+      // Per row: the row within the window and the column; else the window's pixel.
+      const Affine at = by_row_ ? (a.index[1].numer - first_group(xw)) * (channels * stride) +
+                                      a.index[3].numer * stride + a.index[2].numer
+                                : a.index[3].numer * stride + a.index[1].numer * width +
+                                      a.index[2].numer - first_group(xw);
       return Access{xc_,
                     {IndexExpr(slot), IndexExpr(pair), IndexExpr(at),
                      IndexExpr(Affine::constant_of(m))}};
@@ -419,45 +431,73 @@ class BatchOperandCopies {
     t.paired = true;
   }
 
-  /// The image pixel that x's window `w` (whole pixels) starts at, moving with its loops.
-  Affine first_pixel(const Window& w) const {
-    const std::int64_t pixel = buffer(x_).strides[2];
-    Affine first = Affine::constant_of((w.base.constant + w.lo) / pixel);
-    for (const auto& term : w.base.terms) first = first + Affine::var(term.var, term.coef / pixel);
-    return first;
+  // The copy by channel lays x's window out in groups of pixels, each group channel by
+  // channel: one group per row of x (by_row_), so a tile's 16 channels lie a row of pixels
+  // apart, within a few KiB (a whole window's pixels apart, 32x32 images put them 4 KiB apart,
+  // on 16 pages: 1.4x slower), or, where rows are too short for the transposing copy's 8x8
+  // blocks, one group of the window's pixels.
+
+  /// Elements of x in one group: a row, or the window.
+  std::int64_t group_elements(const Window& w) const {
+    return by_row_ ? buffer(x_).strides[1] : w.extent;
+  }
+  /// The pairs between consecutive channels of a group: its pixels, padded where a tile's 16
+  /// rows (channels) that far apart would fall into a few L1 sets (pixel_padding).
+  std::int64_t channel_stride(const Window& w) const {
+    const std::int64_t pixels = group_elements(w) / buffer(x_).strides[2];
+    return pixels + pixel_padding(pixels, 2 * dtype_size(buffer(x_).dtype), 1);
+  }
+  /// Elements of the copy by channel of window `w`: its groups of channels, a stride apart.
+  std::int64_t by_channel_extent(const Window& w) const {
+    return w.extent / group_elements(w) * buffer(x_).strides[2] * channel_stride(w);
   }
 
-  /// x's window `w` widened to whole pixels, for the copy by channel whose columns are the
-  /// window's pixels; nullopt where its moving start is not a whole number of pixels. Still
-  /// within the image: the image is whole pixels, and so is the window's start.
+  /// The first group of x's window `w` (whole groups): its row of x, or its first pixel,
+  /// moving with its loops.
+  Affine first_group(const Window& w) const {
+    const std::int64_t unit = group_unit();
+    Affine first = Affine::constant_of((w.base.constant + w.lo) / unit);
+    for (const auto& term : w.base.terms) first = first + Affine::var(term.var, term.coef / unit);
+    return first;
+  }
+  /// Elements of x a group starts on a multiple of: a row, or a pixel.
+  std::int64_t group_unit() const { return buffer(x_).strides[by_row_ ? 1 : 2]; }
+
+  /// x's window `w` widened to whole rows (by_row_) or pixels, for the copy by channel;
+  /// nullopt where its moving start is not a whole number of them. Still within the image,
+  /// which is whole rows, as is the window's start.
   std::optional<Window> by_channel_window(const Window& w) const {
-    const std::int64_t pixel = buffer(x_).strides[2];
-    if (w.base.constant % pixel != 0) return std::nullopt;
+    const std::int64_t unit = group_unit();
+    if (w.base.constant % unit != 0) return std::nullopt;
     for (const auto& term : w.base.terms) {
-      if (term.coef % pixel != 0) return std::nullopt;
+      if (term.coef % unit != 0) return std::nullopt;
     }
     Window whole = w;
-    whole.lo = floor_div(w.lo, pixel) * pixel;
-    whole.extent = ceil_div(w.lo + w.extent, pixel) * pixel - whole.lo;
+    whole.lo = floor_div(w.lo, unit) * unit;
+    whole.extent = ceil_div(w.lo + w.extent, unit) * unit - whole.lo;
     return whole;
   }
 
   /// x's copies at one place: its window `w` of images `first` and `first + 1` interleaved
-  /// into xq[slot][pair]; by channel, into xq[slot][0] and that transposed into xc[slot][pair]:
-  /// per channel its pixels' pairs, one loop over the channels around one over the pixels (the
-  /// emitter's transposing copy moves 8x8 blocks of pairs through registers). xq then holds
-  /// one pair on its way, whatever the pairs xc holds.
+  /// into xq[slot][pair]; by channel, into xq[slot][0] and that transposed into xc[slot][pair]
+  /// group by group: per channel the group's pixels' pairs, one loop over the channels around
+  /// one over the pixels (the emitter's transposing copy moves 8x8 blocks of pairs through
+  /// registers). xq then holds one pair on its way, whatever the pairs xc holds.
   std::vector<Stmt> x_copies(const Window& w, const Affine& first, const Affine& second,
                              const Affine& slot, const Affine& pair, bool by_channel) {
     std::vector<Stmt> out;
     const Affine staged = by_channel ? Affine::constant_of(0) : pair;
     out.push_back(interleave(x_, xq_, w, first, second, slot, staged, "qx"));
     if (!by_channel) return out;
-    const std::int64_t channels = buffer(x_).strides[2], pixels = w.extent / channels;
+    const std::int64_t channels = buffer(x_).strides[2], group = group_elements(w);
+    const std::int64_t pixels = group / channels, stride = channel_stride(w);
+    Loop g;
+    g.var = nest_.new_var("xg");
+    g.end = w.extent / group;
+    g.label = "pairs by channel";
     Loop c;
     c.var = nest_.new_var("xc");
     c.end = channels;
-    c.label = "pairs by channel";
     Loop px;
     px.var = nest_.new_var("xp");
     px.end = pixels;
@@ -465,21 +505,24 @@ class BatchOperandCopies {
       Store st;
       st.dst = Access{xc_,
                       {IndexExpr(slot), IndexExpr(pair),
-                       IndexExpr(Affine::var(c.var, pixels) + Affine::var(px.var)),
+                       IndexExpr(Affine::var(g.var, channels * stride) +
+                                 Affine::var(c.var, stride) + Affine::var(px.var)),
                        IndexExpr(Affine::constant_of(m))}};
       st.has_src = true;
       st.src = Access{xq_,
                       {IndexExpr(slot), IndexExpr(staged),
-                       IndexExpr(Affine::var(px.var, channels) + Affine::var(c.var)),
+                       IndexExpr(Affine::var(g.var, group) + Affine::var(px.var, channels) +
+                                 Affine::var(c.var)),
                        IndexExpr(Affine::constant_of(m))}};
       px.body.push_back(Stmt{std::move(st)});
     }
     c.body.push_back(Stmt{std::move(px)});
-    out.push_back(Stmt{std::move(c)});
+    g.body.push_back(Stmt{std::move(c)});
+    out.push_back(Stmt{std::move(g)});
     return out;
   }
 
-  /// Widens every window of `p` to whole pixels (by_channel_window); false, leaving `p` as it
+  /// Widens every window of `p` to whole groups (by_channel_window); false, leaving `p` as it
   /// was, where one cannot be.
   bool to_whole_pixels(Placement* p) const {
     Placement widened = *p;
@@ -495,12 +538,13 @@ class BatchOperandCopies {
   }
 
   /// The pair scratches, grown to hold `slots` x `pairs` x the windows' extents.
-  /// By channel, xq holds one pair (x_copies) and xc the pairs.
+  /// By channel (`xc_extent` > 0, by_channel_extent), xq holds one pair (x_copies) and xc the
+  /// pairs.
   void reserve(std::int64_t slots, std::int64_t pairs, std::int64_t x_extent,
-               std::int64_t y_extent, bool by_channel) {
-    reserve_scratch(&xq_, "xq", buffer(x_).dtype, slots, by_channel ? 1 : pairs, x_extent, 2);
+               std::int64_t y_extent, std::int64_t xc_extent) {
+    reserve_scratch(&xq_, "xq", buffer(x_).dtype, slots, xc_extent > 0 ? 1 : pairs, x_extent, 2);
     reserve_scratch(&yq_, "dyq", buffer(y_).dtype, slots, pairs, y_extent, 2);
-    if (by_channel) reserve_scratch(&xc_, "xqc", buffer(x_).dtype, slots, pairs, x_extent, 2);
+    if (xc_extent > 0) reserve_scratch(&xc_, "xqc", buffer(x_).dtype, slots, pairs, xc_extent, 2);
   }
 
   static Affine slot_of(const Loop* slot_loop) {
@@ -515,7 +559,11 @@ class BatchOperandCopies {
     const Placement yp = place(tiles, y_, slot_loop, pair_bytes);
     const bool by_channel = by_channel_ && to_whole_pixels(&xp);
     const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
-    reserve(slots, 1, xp.largest(), yp.largest(), by_channel);
+    std::int64_t xc_extent = 0;
+    if (by_channel) {
+      for (const Window& w : xp.copied()) xc_extent = std::max(xc_extent, by_channel_extent(w));
+    }
+    reserve(slots, 1, xp.largest(), yp.largest(), xc_extent);
     const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -591,7 +639,7 @@ class BatchOperandCopies {
     const bool by_channel = xw_pixels.has_value();
     if (by_channel) xw = *xw_pixels;
     const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
-    reserve(slots, len / 2, xw.extent, yw.extent, by_channel);
+    reserve(slots, len / 2, xw.extent, yw.extent, by_channel ? by_channel_extent(xw) : 0);
     const Affine slot = slot_of(slot_loop);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -803,6 +851,10 @@ class BatchOperandCopies {
   bool copy_x_ = false, copy_y_ = false, restride_ = false;
   std::int64_t x_padding_ = 0, y_padding_ = 0;
   bool by_channel_ = false;  // the plan's input_pairs_by_channel, where x has whole pixels
+  bool by_row_ = false;      // ... in groups of a row of x each (else of the window)
+  // Rows of fewer pixels go by channel as one group per window: the transposing copy's blocks
+  // are 8x8.
+  static constexpr std::int64_t kMinRowPixels = 8;
   int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xc_ = -1, xw_ = -1, yw_ = -1;
 };
 
