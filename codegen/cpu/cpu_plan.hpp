@@ -179,6 +179,13 @@ std::int64_t reduction_chunk_rows(const ConvProblem& problem, const CpuPlan& pla
 /// apart, so that consecutive reads spread over the L1's sets (0 where they already do).
 std::int64_t pixel_padding(std::int64_t channels, std::int64_t bytes, std::int64_t step);
 
+/// A bfloat16 filter gradient's copy of x by channel (input_pairs_by_channel) transposes
+/// blocks of 8 pixels x 8 channels of pairs: x needs that many channels (fewer go element by
+/// element, and fill few of a tile's 16 rows: the 3-channel stems ran 20% slower than
+/// widened), and rows that many pixels to be copied row by row, as a column stride's residues
+/// must.
+inline constexpr std::int64_t kPairsByChannelBlock = 8;
+
 /// Whether a 16-bit filter gradient's per-image widened copy of x pays for itself with tiles of
 /// `tile_cols` columns: each x element is broadcast often enough that converting it once beats
 /// converting it at every broadcast.

@@ -411,12 +411,14 @@ namespace {
 
 // Whether a bfloat16 filter gradient runs its image pairs on AMX (CpuInfo::has_amx_bf16):
 // the tiles' rows are input channels and their reduction's innermost loop runs along a row of
-// x, so a channel's copy holds consecutive pixels of x at unit stride only where the columns'
-// stride is 1. Elsewhere (strided columns, groups, depthwise) the tiles widen to f32, as on
-// any core whose vdpbf16ps is slower than its FMAs.
+// x, so x is copied by channel, its columns at unit stride: at a column stride above 1 each
+// residue's columns of a row together, which takes rows of kPairsByChannelBlock pixels; and
+// channels enough for the copy's blocks. Elsewhere (few channels, narrow strided rows, groups,
+// depthwise) the tiles widen to f32, as on any core whose vdpbf16ps is slower than its FMAs.
 bool pairs_images_on_amx(const ConvProblem& p, const CpuInfo& cpu) {
   return cpu.has_amx_bf16 && cpu.vector_registers > 0 && p.dtype == DType::kBFloat16 &&
-         p.format == DataFormat::kNHWC && !p.depthwise && p.groups == 1 && p.stride_w == 1;
+         p.format == DataFormat::kNHWC && !p.depthwise && p.groups == 1 &&
+         p.ic >= kPairsByChannelBlock && (p.stride_w == 1 || p.iw >= kPairsByChannelBlock);
 }
 
 }  // namespace

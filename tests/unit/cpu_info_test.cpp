@@ -82,8 +82,8 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
 
   // With AMX both pair again, for the tile unit's tiles (the AMX tile model's shapes): the
   // data gradient its output channels, the filter gradient its images with x's pairs by
-  // channel, except at a column stride (a channel's pixels then are not consecutive in x),
-  // where it widens.
+  // channel, at a column stride too (each residue's columns of a row together), except where
+  // rows are too narrow for that copy: it then widens.
   CpuInfo amx = slow_dot;
   amx.has_amx_bf16 = true;
   EXPECT_EQ(amx.name(), "avx512+f16c+bf16/bf16fma+amx");
@@ -100,9 +100,13 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   layer.stride_h = layer.stride_w = 2;
   const Expected<ConvProblem> strided = validate(layer.descriptor(OpKind::kConv2DBackpropFilter));
   ASSERT_TRUE(strided.has_value());
-  const CpuPlan strided_on_amx = plan_cpu(*strided, amx, 2);
-  EXPECT_EQ(strided_on_amx.batch_copies, BatchCopies::kWiden);
-  EXPECT_FALSE(strided_on_amx.input_pairs_by_channel);
+  EXPECT_TRUE(plan_cpu(*strided, amx, 2).input_pairs_by_channel);
+  layer.h = layer.w = kPairsByChannelBlock - 1;
+  const Expected<ConvProblem> narrow = validate(layer.descriptor(OpKind::kConv2DBackpropFilter));
+  ASSERT_TRUE(narrow.has_value());
+  const CpuPlan narrow_on_amx = plan_cpu(*narrow, amx, 2);
+  EXPECT_EQ(narrow_on_amx.batch_copies, BatchCopies::kWiden);
+  EXPECT_FALSE(narrow_on_amx.input_pairs_by_channel);
 }
 
 }  // namespace

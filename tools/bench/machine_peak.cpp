@@ -167,8 +167,8 @@ double peak_for_kernel(const MachinePeak& peak, DType dtype, const std::string& 
   if (dtype != DType::kBFloat16) return peak.f32_per_core;
   const std::size_t at = kernel.find("_dp2");
   if (at == std::string::npos) return peak.f32_per_core;
-  const bool channel_pairs = kernel.compare(at, 5, "_dp2n") != 0;
-  return channel_pairs && peak.amx_bf16_per_core > 0 ? peak.amx_bf16_per_core : peak.bf16_per_core;
+  const bool amx_layouts = kernel.compare(at, 5, "_dp2n") != 0;  // "_dp2" and "_dp2t"
+  return amx_layouts && peak.amx_bf16_per_core > 0 ? peak.amx_bf16_per_core : peak.bf16_per_core;
 }
 
 }  // namespace convjit::bench

@@ -24,9 +24,9 @@ struct MachinePeak {
 MachinePeak measure_machine_peak(int threads);
 
 /// The peak per core of the unit a kernel named `kernel` multiplies `dtype` on: a bfloat16
-/// kernel with paired output channels ("_dp2") runs on AMX where the host has it, one with
-/// pairs (output channels or images, "dp2n") on vdpbf16ps otherwise, and one without widens
-/// to f32 FMAs.
+/// kernel with paired output channels ("_dp2") or image pairs with x by channel ("_dp2t")
+/// runs on AMX where the host has it, one with pairs on vdpbf16ps otherwise (and image pairs
+/// interleaved only, "_dp2n", always), and one without widens to f32 FMAs.
 double peak_for_kernel(const MachinePeak& peak, DType dtype, const std::string& kernel);
 
 }  // namespace convjit::bench

@@ -62,6 +62,7 @@
 #include <algorithm>
 #include <iterator>
 #include <optional>
+#include <set>
 
 #include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
@@ -82,7 +83,11 @@ class BatchOperandCopies {
     x_ = nest_.buffer_of_kind(BufferKind::kX);
     y_ = nest_.buffer_of_kind(BufferKind::kY);
     by_channel_ = pairs_ && plan.input_pairs_by_channel && addressable_by_pixel(x_);
-    by_row_ = by_channel_ && buffer(x_).strides[1] / buffer(x_).strides[2] >= kMinRowPixels;
+    const std::int64_t width = buffer(x_).strides[1] / buffer(x_).strides[2];
+    by_row_ = by_channel_ && width >= kPairsByChannelBlock;
+    stride_ = std::max<std::int64_t>(nest_.problem.stride_w, 1);
+    // Residues of a column stride need rows of their own.
+    by_channel_ = by_channel_ && (stride_ == 1 || by_row_);
     if (!pairs_) {
       x_padding_ = plan.x_pixel_padding;
       y_padding_ = plan.y_pixel_padding;
@@ -415,9 +420,10 @@ class BatchOperandCopies {
       const Buffer& from = buffer(x_);
       const std::int64_t channels = from.strides[2], width = from.strides[1] / channels;
       const std::int64_t stride = channel_stride(xw);
-      // Per row: the row within the window and the column; else the window's pixel.
+      // Per row: the row within the window and the column's place among its residue's;
+      // else the window's pixel.
       const Affine at = by_row_ ? (a.index[1].numer - first_group(xw)) * (channels * stride) +
-                                      a.index[3].numer * stride + a.index[2].numer
+                                      a.index[3].numer * stride + column_in_row(a.index[2].numer)
                                 : a.index[3].numer * stride + a.index[1].numer * width +
                                       a.index[2].numer - first_group(xw);
       return Access{xc_,
@@ -437,6 +443,19 @@ class BatchOperandCopies {
   // on 16 pages: 1.4x slower), or, where rows are too short for the transposing copy's 8x8
   // blocks, one group of the window's pixels.
 
+  /// Where x's column `column` (q * stride + a constant, unroll_tap_columns) lies in a row of
+  /// the copy by channel: among its residue's columns, each residue a residue_span apart.
+  Affine column_in_row(const Affine& column) const {
+    Affine q = Affine::constant_of(floor_div(column.constant, stride_));
+    for (const auto& term : column.terms) q = q + Affine::var(term.var, term.coef / stride_);
+    const std::int64_t residue = column.constant - floor_div(column.constant, stride_) * stride_;
+    return q + residue * residue_span();
+  }
+  /// Columns of one residue in a row of x (the first residue's, the most).
+  std::int64_t residue_span() const {
+    return ceil_div(buffer(x_).strides[1] / buffer(x_).strides[2], stride_);
+  }
+
   /// Elements of x in one group: a row, or the window.
   std::int64_t group_elements(const Window& w) const {
     return by_row_ ? buffer(x_).strides[1] : w.extent;
@@ -444,7 +463,8 @@ class BatchOperandCopies {
   /// The pairs between consecutive channels of a group: its pixels, padded where a tile's 16
   /// rows (channels) that far apart would fall into a few L1 sets (pixel_padding).
   std::int64_t channel_stride(const Window& w) const {
-    const std::int64_t pixels = group_elements(w) / buffer(x_).strides[2];
+    const std::int64_t pixels =
+        by_row_ ? stride_ * residue_span() : w.extent / buffer(x_).strides[2];
     return pixels + pixel_padding(pixels, 2 * dtype_size(buffer(x_).dtype), 1);
   }
   /// Elements of the copy by channel of window `w`: its groups of channels, a stride apart.
@@ -491,35 +511,81 @@ class BatchOperandCopies {
     if (!by_channel) return out;
     const std::int64_t channels = buffer(x_).strides[2], group = group_elements(w);
     const std::int64_t pixels = group / channels, stride = channel_stride(w);
+    // Per row, the columns of each residue mod the column stride together (one residue, all
+    // columns, at stride 1); per window, its pixels.
+    const std::int64_t residues = by_row_ ? stride_ : 1;
     Loop g;
     g.var = nest_.new_var("xg");
     g.end = w.extent / group;
     g.label = "pairs by channel";
-    Loop c;
-    c.var = nest_.new_var("xc");
-    c.end = channels;
-    Loop px;
-    px.var = nest_.new_var("xp");
-    px.end = pixels;
-    for (std::int64_t m = 0; m < 2; ++m) {
-      Store st;
-      st.dst = Access{xc_,
-                      {IndexExpr(slot), IndexExpr(pair),
-                       IndexExpr(Affine::var(g.var, channels * stride) +
-                                 Affine::var(c.var, stride) + Affine::var(px.var)),
-                       IndexExpr(Affine::constant_of(m))}};
-      st.has_src = true;
-      st.src = Access{xq_,
-                      {IndexExpr(slot), IndexExpr(staged),
-                       IndexExpr(Affine::var(g.var, group) + Affine::var(px.var, channels) +
-                                 Affine::var(c.var)),
-                       IndexExpr(Affine::constant_of(m))}};
-      px.body.push_back(Stmt{std::move(st)});
+    for (std::int64_t r = 0; r < residues; ++r) {
+      const std::int64_t columns = by_row_ ? ceil_div(pixels - r, stride_) : pixels;
+      if (columns <= 0) continue;
+      Loop c;
+      c.var = nest_.new_var("xc");
+      c.end = channels;
+      Loop px;
+      px.var = nest_.new_var("xp");
+      px.end = columns;
+      for (std::int64_t m = 0; m < 2; ++m) {
+        Store st;
+        st.dst = Access{xc_,
+                        {IndexExpr(slot), IndexExpr(pair),
+                         IndexExpr(Affine::var(g.var, channels * stride) +
+                                   Affine::var(c.var, stride) + Affine::var(px.var) +
+                                   r * (by_row_ ? residue_span() : 0)),
+                         IndexExpr(Affine::constant_of(m))}};
+        st.has_src = true;
+        st.src = Access{xq_,
+                        {IndexExpr(slot), IndexExpr(staged),
+                         IndexExpr(Affine::var(g.var, group) +
+                                   Affine::var(px.var, residues * channels) + Affine::var(c.var) +
+                                   r * channels),
+                         IndexExpr(Affine::constant_of(m))}};
+        px.body.push_back(Stmt{std::move(st)});
+      }
+      c.body.push_back(Stmt{std::move(px)});
+      g.body.push_back(Stmt{std::move(c)});
     }
-    c.body.push_back(Stmt{std::move(px)});
-    g.body.push_back(Stmt{std::move(c)});
     out.push_back(Stmt{std::move(g)});
     return out;
+  }
+
+  /// At a column stride above 1 the copy by channel keeps each residue's columns of a row
+  /// together, so a tile's column index must be q * stride plus a constant (its residue and
+  /// first q): the serial loops over taps whose variables move it otherwise (kw, a dilation
+  /// apart) are unrolled. Whether every tile under `body` then reads x so.
+  bool unroll_tap_columns(std::vector<Stmt>& body) const {
+    if (stride_ == 1) return true;
+    std::set<VarId> taps;
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      for (const auto& term : t.a.index[2].numer.terms) {
+        if (term.coef % stride_ != 0) taps.insert(term.var);
+      }
+    });
+    unroll(body, taps);
+    bool ok = true;
+    for_each_tile(body, {}, [&](Tile& t, const VarRanges&) {
+      for (const auto& term : t.a.index[2].numer.terms) ok = ok && term.coef % stride_ == 0;
+    });
+    return ok;
+  }
+  static void unroll(std::vector<Stmt>& body, const std::set<VarId>& vars) {
+    std::vector<Stmt> out;
+    for (Stmt& s : body) {
+      auto* l = std::get_if<Loop>(&s.node);
+      if (l != nullptr) unroll(l->body, vars);
+      if (l == nullptr || l->kind != LoopKind::kSerial || vars.count(l->var) == 0) {
+        out.push_back(std::move(s));
+        continue;
+      }
+      for (std::int64_t v = l->begin; v < l->end; v += l->step) {
+        std::vector<Stmt> copy = l->body;
+        substitute(copy, l->var, Affine::constant_of(v));
+        for (Stmt& c : copy) out.push_back(std::move(c));
+      }
+    }
+    body = std::move(out);
   }
 
   /// Widens every window of `p` to whole groups (by_channel_window); false, leaving `p` as it
@@ -554,10 +620,11 @@ class BatchOperandCopies {
 
   std::vector<Stmt> pair_batch(const Loop& batch, const Affine& image, const Loop* slot_loop) {
     std::vector<Stmt> tiles = batch.body;
+    const bool columns_by_residue = by_channel_ && unroll_tap_columns(tiles);
     const std::int64_t pair_bytes = 2 * dtype_size(buffer(x_).dtype);
     Placement xp = place(tiles, x_, slot_loop, pair_bytes);
     const Placement yp = place(tiles, y_, slot_loop, pair_bytes);
-    const bool by_channel = by_channel_ && to_whole_pixels(&xp);
+    const bool by_channel = columns_by_residue && to_whole_pixels(&xp);
     const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
     std::int64_t xc_extent = 0;
     if (by_channel) {
@@ -629,13 +696,15 @@ class BatchOperandCopies {
   void pair_reduce(std::vector<Stmt>& body, const Loop* slot_loop) {
     // Plain variables, not a structured binding: lambdas below capture them (C++20 allows
     // capturing bindings; clang 14 does not).
+    const bool columns_by_residue = by_channel_ && unroll_tap_columns(body);
     const ImageReduction reduction = image_reduction(body);
     const std::int64_t len = reduction.len;
     const VarId n = reduction.n;
     const Affine& image = reduction.image;
     Window xw = window(body, x_, {slot_loop});
     const Window yw = window(body, y_, {slot_loop});
-    const std::optional<Window> xw_pixels = by_channel_ ? by_channel_window(xw) : std::nullopt;
+    const std::optional<Window> xw_pixels =
+        columns_by_residue ? by_channel_window(xw) : std::nullopt;
     const bool by_channel = xw_pixels.has_value();
     if (by_channel) xw = *xw_pixels;
     const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
@@ -851,10 +920,9 @@ class BatchOperandCopies {
   bool copy_x_ = false, copy_y_ = false, restride_ = false;
   std::int64_t x_padding_ = 0, y_padding_ = 0;
   bool by_channel_ = false;  // the plan's input_pairs_by_channel, where x has whole pixels
-  bool by_row_ = false;      // ... in groups of a row of x each (else of the window)
-  // Rows of fewer pixels go by channel as one group per window: the transposing copy's blocks
-  // are 8x8.
-  static constexpr std::int64_t kMinRowPixels = 8;
+  // ... in groups of a row of x each (kPairsByChannelBlock), else of the window
+  bool by_row_ = false;
+  std::int64_t stride_ = 1;  // the column stride
   int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xc_ = -1, xw_ = -1, yw_ = -1;
 };
 
