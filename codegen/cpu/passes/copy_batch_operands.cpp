@@ -592,7 +592,7 @@ class BatchOperandCopies {
 
   /// Widens every window of `p` to whole groups (by_channel_window); false, leaving `p` as it
   /// was, where one cannot be.
-  bool to_whole_pixels(Placement* p) const {
+  bool to_whole_groups(Placement* p) const {
     Placement widened = *p;
     std::vector<Window*> windows{&widened.whole};
     for (Window& part : widened.parts) windows.push_back(&part);
@@ -626,7 +626,7 @@ class BatchOperandCopies {
     const std::int64_t pair_bytes = 2 * dtype_size(buffer(x_).dtype);
     Placement xp = place(tiles, x_, slot_loop, pair_bytes);
     const Placement yp = place(tiles, y_, slot_loop, pair_bytes);
-    const bool by_channel = columns_by_residue && to_whole_pixels(&xp);
+    const bool by_channel = columns_by_residue && to_whole_groups(&xp);
     const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
     std::int64_t xc_extent = 0;
     if (by_channel) {
@@ -922,7 +922,8 @@ class BatchOperandCopies {
   bool copy_x_ = false, copy_y_ = false, restride_ = false;
   std::int64_t x_padding_ = 0, y_padding_ = 0;
   bool by_channel_ = false;  // the plan's input_pairs_by_channel, where x has whole pixels
-  // ... in groups of a row of x each (kPairsByChannelBlock), else of the window
+  // The copy by channel in groups of a row of x each (rows of kPairsByChannelBlock pixels or
+  // more), else in one group per window.
   bool by_row_ = false;
   std::int64_t stride_ = 1;  // the column stride
   int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xc_ = -1, xw_ = -1, yw_ = -1;
