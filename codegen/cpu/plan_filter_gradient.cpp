@@ -77,10 +77,23 @@ std::int64_t grown_chunk_points(const ConvProblem& p, const CpuInfo& cpu, std::i
   return points_within_l1_share(p, cpu, tile_cols, kGrownChunkL1Share);
 }
 
-// Whether that cap applies: to tiles reading the problem's own type (f32, f64). The 16-bit
-// types' tiles read widened or paired copies whose chunks were measured as they are.
-bool grown_chunks_capped(const ConvProblem& p) {
-  return ir::accumulator_dtype(p.dtype) == p.dtype;
+// Row blocks of AMX tiles that must reread a column block's dy slice for the cap to pay.
+constexpr std::int64_t kAmxCappedRowBlocks = 8;
+
+// Whether that cap applies: to tiles reading the problem's own type (f32, f64), and to AMX's
+// (input_pairs_by_channel) where the row blocks reread a column block's dy slice often enough:
+// their tile groups consume a point every 2-4 cycles, too fast for L2 to feed both operands.
+// Measured on the Xeon, two threads: vgg16's 4x56x56x256 3x3 filter gradient ran 745 GFLOP/s
+// in chunks of 29 rows and 1113 capped (5 rows), unet's 2x64x64x256 745 -> 1159; with 64 or
+// 128 input channels (2-4 row blocks of 32) the capped chunks' reloads cost more than L1
+// saved (r50's 8x56x56x64 1290 -> 1008, vgg16's 4x112x112x128 1370 -> 1255). The other 16-bit
+// tiles read widened or paired copies whose chunks were measured as they are.
+bool grown_chunks_capped(const ConvProblem& p, const CpuPlan& plan) {
+  if (ir::accumulator_dtype(p.dtype) == p.dtype) return true;
+  if (!plan.input_pairs_by_channel) return false;
+  const TileShape tile =
+      plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc, p.n * p.oh * p.ow);
+  return p.filter_in >= kAmxCappedRowBlocks * tile.rows;
 }
 
 // The largest divisor of n, oh or ow not above the thread count (exact chunks keep the tiles
@@ -176,7 +189,7 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
                       kReloadShare / kL1ChunkReloadShare * static_cast<double>(wanted);
   std::int64_t rows = l1_chunk_will_do ? l1_rows : std::max(l1_rows, (wanted + ow - 1) / ow);
   const std::int64_t cap = std::max(l1_rows, grown_chunk_points(p, cpu, tile_cols) / ow);
-  if (grown_chunks_capped(p) && rows > cap) {
+  if (grown_chunks_capped(p, plan) && rows > cap) {
     // Chunks of equal rows: a short last chunk would reload every tile for a few rows.
     const std::int64_t oh = std::max<std::int64_t>(p.oh, 1);
     const std::int64_t chunks = (oh + cap - 1) / cap;
@@ -199,7 +212,7 @@ std::int64_t images_per_chunk(const ConvProblem& p, const CpuPlan& plan, std::in
       break;
     }
   }
-  if (!grown_chunks_capped(p) || plan.cpu.vector_bytes == 0) return images;
+  if (!grown_chunks_capped(p, plan) || plan.cpu.vector_bytes == 0) return images;
   const std::int64_t cap = grown_chunk_points(p, plan.cpu, modelled_tile(p, plan).cols);
   while (images > 1 && images * points > cap) {
     do --images;
