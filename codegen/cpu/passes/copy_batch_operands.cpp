@@ -264,6 +264,13 @@ class BatchOperandCopies {
   struct Window {
     Affine base;  // the terms that move with the loops the copy sits in (slot, row chunk)
     std::int64_t lo = 0, extent = 0;
+    /// Elements from lo that the copy reads from the image: the extent, or for a window
+    /// widened to whole groups (by_channel_window) the tiles' own window's end, since a later
+    /// pass may offset the copy's reads by an output slice's channels (input-channel slices),
+    /// and the widened end would then run past the image. The rest of the scratch is never
+    /// read by a tile.
+    std::int64_t copy_extent = -1;
+    std::int64_t copied() const { return copy_extent >= 0 ? copy_extent : extent; }
     /// The image element that element `k` of the copy holds.
     Affine element(const Affine& k) const { return base + lo + k; }
   };
@@ -390,7 +397,7 @@ class BatchOperandCopies {
                   const Affine& slot, const Affine& pair, const char* name) {
     Loop l;
     l.var = nest_.new_var(name);
-    l.end = w.extent;
+    l.end = w.copied();
     const IndexExpr zero(Affine::constant_of(0));
     const Affine members[2] = {first, second};
     for (std::int64_t m = 0; m < 2; ++m) {
@@ -497,6 +504,7 @@ class BatchOperandCopies {
     Window whole = w;
     whole.lo = floor_div(w.lo, unit) * unit;
     whole.extent = ceil_div(w.lo + w.extent, unit) * unit - whole.lo;
+    whole.copy_extent = w.lo + w.copied() - whole.lo;
     return whole;
   }
 
