@@ -75,6 +75,8 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   add(plan.border_columns_as_rows, "border_columns_as_rows", &border_columns_as_rows);
   add(true, "register_tile", &register_tile);
   add(plan.pair_output_channels, "pair_reduction", &pair_reduction);
+  add(plan.channel_blocks_inside_pixels, "channel_blocks_inside_pixels",
+      &channel_blocks_inside_pixels);
   // The filter gradient's reduction blocked for the caches (it sees the border tiles' final
   // ranges) and split among the threads into partial sums, then the parts all this made equal
   // merged.

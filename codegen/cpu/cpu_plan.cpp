@@ -58,8 +58,9 @@ std::string CpuPlan::describe() const {
   flag(pad_out_backprop_copies, "pad_out_backprop_copies");
   if (pack_filter) out += fmt::format(" pack_filter={}", dtype_name(packed_filter_dtype));
   if (channel_block > 0) {
-    out += fmt::format(" channel_block={}{}", channel_block,
-                       channel_blocks_around_rows ? "/rows" : "/image");
+    out += fmt::format(" channel_block={}{}{}", channel_block,
+                       channel_blocks_around_rows ? "/rows" : "/image",
+                       channel_blocks_inside_pixels ? "/inside_pixels" : "");
   }
   flag(deinterleave_multiplier, "deinterleave_multiplier");
   flag(widen_depthwise_operands, "widen_depthwise_operands");

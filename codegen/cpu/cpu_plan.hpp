@@ -79,6 +79,8 @@ struct CpuPlan final : codegen::Plan {
   /// no blocks.
   std::int64_t channel_block = 0;
   bool channel_blocks_around_rows = false;
+  /// ... then sunk inside each pixel tile, so its dy stays in L1 across the blocks (cbP).
+  bool channel_blocks_inside_pixels = false;
   /// NHWC depthwise with a depth multiplier: filter and dy deinterleaved to [..][m][c] (deintM).
   bool deinterleave_multiplier = false;
   /// 16-bit NHWC depthwise: the tiles read f32 copies of the filter and dy (f32ops).

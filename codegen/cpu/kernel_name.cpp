@@ -160,7 +160,10 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
   add(plan.pad_out_backprop_copies && padded_copies(nest), "zpad");
   add(plan.pack_filter, "pack");
   add(plan.channel_block > 0,
-      fmt::format("cb{}{}", plan.channel_block, plan.channel_blocks_around_rows ? "r" : ""));
+      fmt::format("cb{}{}", plan.channel_block,
+                  plan.channel_blocks_inside_pixels ? "p"
+                  : plan.channel_blocks_around_rows ? "r"
+                                                    : ""));
   add(plan.deinterleave_multiplier, fmt::format("deint{}", p.oc_per_group()));
   add(plan.channels_last_out_backprop, "dyc");
   add(plan.widen_depthwise_operands, "f32ops");

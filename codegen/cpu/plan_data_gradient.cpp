@@ -36,6 +36,28 @@ double border_columns_share(const ConvProblem& p) {
   return static_cast<double>(taps - 1) / static_cast<double>(ceil_div_pos(p.iw, p.stride_w));
 }
 
+// Bytes per cycle of the dy window a pixel tile rereads for every channel block (see
+// out_backprop_reread_rate) above which the blocks go inside the pixel tiles. A few bytes per
+// cycle hide behind the FMA tiles (f32 and vdpbf16ps: 1-5); AMX tiles, eight times faster per
+// reduce point, ask 11 (3x3) to 32 (1x1) of L2, which then binds. Measured on the AMX Xeon,
+// two threads, bfloat16 networks.txt layers whose packed filter stays in L2: 1x1 1.13-2.1x
+// faster (8x56x56 96 <- 384 1037 -> 1798 GFLOP/s, 8x28x28 512 <- 128 1457 -> 2017), 3x3
+// 0.96-1.15x (4x112x112 128 <- 128 2113 -> 2348); f32 FMA tiles within noise either way.
+constexpr double kRereadBytesPerCycle = 8;
+
+// The bytes of dy one pixel tile of `shape` reads (its window: the rows and columns the taps
+// of one residue class reach, every output channel) per cycle of one channel block's tile, as
+// the model costs it: what each further channel block around the pixels reads again from L2.
+double out_backprop_reread_rate(const ConvProblem& p, const TileModel& model, TileShape shape) {
+  const std::int64_t taps_h = ceil_div_pos(p.kh, p.stride_h);
+  const std::int64_t taps_w = ceil_div_pos(p.kw, p.stride_w);
+  const double window = static_cast<double>(taps_h * (shape.rows + taps_w - 1) * p.oc) *
+                        static_cast<double>(dtype_size(p.dtype));
+  const double cycles =
+      static_cast<double>(taps_h * taps_w * p.oc) * model.cycles_per_reduce_point(shape);
+  return cycles > 0 ? window / cycles : 0;
+}
+
 // Share of L1 the filter lines one row block of position-vector tiles broadcasts from may
 // fill: they are reread by every W tile of the row and by the next rows of channels.
 constexpr double kPositionFilterL1Share = 0.5;
@@ -133,8 +155,9 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // share of the row worth it the blocks go around the image, each block's slice of the filter
   // then staying in L2 for all rows (see kBorderColumnsShare).
   if (plan.pack_filter && !plan.position_vectors && p.groups == 1 && !p.depthwise && vectors) {
-    const std::int64_t cols =
-        plan.tiles.choose(TileForm::kOuterProduct, p.iw, p.ic, p.kh * p.kw * p.oc).cols;
+    const TileShape shape =
+        plan.tiles.choose(TileForm::kOuterProduct, p.iw, p.ic, p.kh * p.kw * p.oc);
+    const std::int64_t cols = shape.cols;
     if (cols < p.ic) {
       const double filter_bytes = static_cast<double>(p.kh * p.kw * p.oc * p.ic) *
                                   dtype_size(plan.packed_filter_dtype);
@@ -142,6 +165,9 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
       plan.channel_blocks_around_rows =
           filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes) &&
           !(plan.border_columns_as_rows && border_columns_share(p) >= kBorderColumnsShare);
+      plan.channel_blocks_inside_pixels =
+          filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes) &&
+          out_backprop_reread_rate(p, plan.tiles, shape) >= kRereadBytesPerCycle;
     }
   }
 

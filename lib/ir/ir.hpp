@@ -91,6 +91,7 @@ enum class VarRole : std::uint8_t {
   kTapCol,      // the filter's W
   kThreads,     // one iteration per thread: a split of the work with private partial sums
   kRowChunk,    // chunks of output rows (the filter gradient's reduction blocking)
+  kInChannelBlock,  // blocks of X's channels, each a slice of the packed filter (input gradients)
 };
 
 /// A tensor: logical dims and element strides. X and Y dims are always {n, h, w, c} whatever

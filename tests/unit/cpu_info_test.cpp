@@ -109,5 +109,52 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   EXPECT_FALSE(narrow_on_amx.input_pairs_by_channel);
 }
 
+// On AMX a pixel tile's dy window, reread for every block of input channels around it, asks
+// more of L2 than the tiles leave it: there (and only there, where the packed filter that then
+// streams per pixel tile stays in L2) the channel blocks go inside the pixel tiles.
+TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
+  CpuInfo amx = CpuInfo::generic();
+  amx.isa = Isa::kAvx512;
+  amx.vector_bytes = 64;
+  amx.vector_registers = 32;
+  amx.has_fma = amx.has_f16c = amx.has_avx512_bf16 = amx.has_amx_bf16 = true;
+  amx.bf16_dot_beats_fma = false;
+  amx.l1_bytes = 48 << 10;
+  amx.l2_bytes = 2 << 20;
+  CpuInfo fma = amx;
+  fma.has_amx_bf16 = false;
+  fma.bf16_dot_beats_fma = true;
+
+  testing::ConvCase layer;  // ConvNeXt-T's 56x56 pointwise layer, 96 -> 384 channels
+  layer.dtype = DType::kBFloat16;
+  layer.n = 8;
+  layer.h = layer.w = 56;
+  layer.c = layer.filter_in = 96;
+  layer.filter_out = 384;
+  layer.kh = layer.kw = 1;
+  layer.padding = Padding::kValid;
+  auto plan = [&](const CpuInfo& cpu) {
+    const Expected<ConvProblem> p = validate(layer.descriptor(OpKind::kConv2DBackpropInput));
+    EXPECT_TRUE(p.has_value());
+    return plan_cpu(*p, cpu, 2);
+  };
+  const CpuPlan pointwise = plan(amx);
+  EXPECT_GT(pointwise.channel_block, 0);
+  EXPECT_TRUE(pointwise.channel_blocks_inside_pixels);
+  // vdpbf16ps tiles take eight times the cycles per reduce point: the rereads hide.
+  EXPECT_FALSE(plan(fma).channel_blocks_inside_pixels);
+  layer.dtype = DType::kFloat32;
+  EXPECT_FALSE(plan(amx).channel_blocks_inside_pixels);
+  // A 3x3 filter of 512 -> 512 channels (4.5 MiB packed) would stream from L3 per pixel tile.
+  layer.dtype = DType::kBFloat16;
+  layer.h = layer.w = 14;
+  layer.c = layer.filter_in = layer.filter_out = 512;
+  layer.kh = layer.kw = 3;
+  layer.padding = Padding::kSame;
+  const CpuPlan deep = plan(amx);
+  EXPECT_GT(deep.channel_block, 0);
+  EXPECT_FALSE(deep.channel_blocks_inside_pixels);
+}
+
 }  // namespace
 }  // namespace convjit::cpu

@@ -225,6 +225,32 @@ for n in [0, 1):
 )");
 }
 
+// Sunk inside the pixel loops (channel_blocks_inside_pixels), each block loop goes right above
+// the column loops: the tail's block gets loops of its own.
+TEST(IrPassText, ChannelBlocksInsidePixelsSinksEachBlockLoopToTheColumns) {
+  const TestTarget t = avx2_target(1 << 20);
+  ConvProblem one_column = wide_backprop_data();
+  one_column.kw = 1;
+  one_column.ow = 4;
+  LoopNest n = run(block_channels, run(pack_filter, border_peel(lower(one_column)), t), t);
+  const std::string text = print(run(channel_blocks_inside_pixels, std::move(n), t));
+  EXPECT_NE(text.find(R"(for n in [0, 1):
+  for ih in [0, 2) "interior":
+    for iw in [0, 4):
+      for cb in [0, 1) "channel blocks":
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[n, ih, iw, i + 40*cb] = dy[n, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+    for iw in [0, 4):
+      for cb in [1, 2) "channel tail":
+        for i in [0, 32):
+          tile r:1 x v:1
+)"),
+            std::string::npos)
+      << text;
+}
+
 // With border columns (a 2-wide filter) the blocks go around the image even where the filter
 // stays in L2: border_columns_as_rows needs the image's rows inside each block.
 TEST(IrPassText, BlockChannelsAroundTheImageWhereBorderColumnsGoDownH) {

@@ -111,7 +111,7 @@ class BlockChannels {
     const std::int64_t whole = p.ic / cols;
     auto blocks = [&](std::int64_t begin, std::int64_t width, const char* label) {
       Loop cb;
-      cb.var = nest_.new_var("cb");
+      cb.var = nest_.new_var("cb", VarRole::kInChannelBlock);
       cb.begin = begin;
       cb.end = begin == whole ? whole + 1 : whole;
       cb.label = label;

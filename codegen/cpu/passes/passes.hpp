@@ -82,6 +82,11 @@ ir::LoopNest register_tile(ir::LoopNest nest, const CpuPlan& plan);
 /// channels and makes every tile a paired tile (two reduction points per `vdpbf16ps`).
 ir::LoopNest pair_reduction(ir::LoopNest nest, const CpuPlan& plan);
 
+/// Backprop data with channel blocks: each block loop sunk from around the rows (or the
+/// image) to right above the column loops, so one pixel tile's dy stays in L1 across the
+/// blocks while their filter slices stream (channel_blocks_inside_pixels).
+ir::LoopNest channel_blocks_inside_pixels(ir::LoopNest nest, const CpuPlan& plan);
+
 /// Backprop filter: hoists the batch and blocks of output rows (sized to stay in L2) out of
 /// the tiles' reduction, so every tile of a chunk reuses its x and dy rows from cache; the
 /// tiles then accumulate into dW, which a Store nest zeroes first. Then splits the reduction
