@@ -37,13 +37,16 @@ double border_columns_share(const ConvProblem& p) {
 }
 
 // Bytes per cycle of the dy window a pixel tile rereads for every channel block (see
-// out_backprop_reread_rate) above which the blocks go inside the pixel tiles. A few bytes per
-// cycle hide behind the FMA tiles (f32 and vdpbf16ps: 1-5); AMX tiles, eight times faster per
-// reduce point, ask 11 (3x3) to 32 (1x1) of L2, which then binds. Measured on the AMX Xeon,
-// two threads, bfloat16 networks.txt layers whose packed filter stays in L2: 1x1 1.13-2.1x
-// faster (8x56x56 96 <- 384 1037 -> 1798 GFLOP/s, 8x28x28 512 <- 128 1457 -> 2017), 3x3
-// 0.96-1.15x (4x112x112 128 <- 128 2113 -> 2348); f32 FMA tiles within noise either way.
-constexpr double kRereadBytesPerCycle = 8;
+// out_backprop_reread_rate) above which the blocks go inside the pixel tiles. The FMA tiles the
+// model picks (f32, vdpbf16ps; several vectors wide) ask 1-3 and hide them; AMX tiles, several times faster per reduce point,
+// ask 18 at 1x1, 9 at 2x2 and 6.5 at 3x3 (3 at 7x7), which L2 then has to deliver beside the
+// filter's slices. Measured on the AMX Xeon, two threads, bfloat16 networks.txt layers whose
+// packed filter stays in L2: 1x1 1.13-2.1x faster (8x56x56 96 <- 384 1037 -> 1798 GFLOP/s,
+// 8x28x28 512 <- 128 1457 -> 2017), 3x3 at stride 2 1.15x, 3x3 at stride 1 1.00-1.08x
+// (4x112x112 128 <- 128 2268 -> 2444, 2x256x256 64 <- 64 unchanged; the tile configuration
+// also changes less often, each kind of border tile running for all blocks in a row); f32
+// FMA tiles within noise either way. 5x5 and wider filters are unmeasured and stay around.
+constexpr double kRereadBytesPerCycle = 5;
 
 // The bytes of dy one pixel tile of `shape` reads (its window: the rows and columns the taps
 // of one residue class reach, every output channel) per cycle of one channel block's tile, as
@@ -153,7 +156,9 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // when the whole packed filter stays in L2 between rows, around the image otherwise. But
   // border columns down H need the image's rows inside the channel blocks: where they are a
   // share of the row worth it the blocks go around the image, each block's slice of the filter
-  // then staying in L2 for all rows (see kBorderColumnsShare).
+  // then staying in L2 for all rows (see kBorderColumnsShare). Where the filter stays in L2
+  // and a pixel tile's rereads of dy would bind on L2 (kRereadBytesPerCycle), the blocks then
+  // sink inside each pixel tile, the filter streaming per tile from L2 instead.
   if (plan.pack_filter && !plan.position_vectors && p.groups == 1 && !p.depthwise && vectors) {
     const TileShape shape =
         plan.tiles.choose(TileForm::kOuterProduct, p.iw, p.ic, p.kh * p.kw * p.oc);
@@ -162,11 +167,13 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
       const double filter_bytes = static_cast<double>(p.kh * p.kw * p.oc * p.ic) *
                                   dtype_size(plan.packed_filter_dtype);
       plan.channel_block = cols;
+      const bool filter_in_l2 =
+          filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes);
       plan.channel_blocks_around_rows =
-          filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes) &&
+          filter_in_l2 &&
           !(plan.border_columns_as_rows && border_columns_share(p) >= kBorderColumnsShare);
       plan.channel_blocks_inside_pixels =
-          filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes) &&
+          filter_in_l2 &&
           out_backprop_reread_rate(p, plan.tiles, shape) >= kRereadBytesPerCycle;
     }
   }
