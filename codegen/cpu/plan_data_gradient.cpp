@@ -77,12 +77,15 @@ double position_filter_bytes(const ConvProblem& p) {
 
 // NHWC with few input channels: a vector over 3 channels is mostly masked lanes, so W
 // positions become the vector and channels the rows, reading dy through a copy transposed to
-// [n][oh][oc][ow]. Compares both tiles' whole-problem cycles, the copy included. Only while
+// [n][oh][oc][ow]. Compares both tiles' whole-problem cycles, the copy included, the channel
+// tiles' under `channel_model` (AMX's where they would run there), the positions' under
+// `model`. Only while
 // the filter the rows broadcast from stays in L1: the position tiles read it as scalars, a
 // line per tap and output channel, and where those lines outgrow L1 every broadcast goes to
 // L2 (2x64x64, 256 -> 256 channels, 3x3 on Zen 3: 147 KB of lines, 34 GFLOP/s against 74
 // with channel vectors; the ResNet stem's 3 channels take 12 KB).
-bool positions_win(const ConvProblem& p, const TileModel& model, const CpuInfo& cpu) {
+bool positions_win(const ConvProblem& p, const TileModel& model, const TileModel& channel_model,
+                   const CpuInfo& cpu) {
   if (position_filter_bytes(p) > kPositionFilterL1Share * static_cast<double>(cpu.l1_bytes)) {
     return false;
   }
@@ -90,7 +93,7 @@ bool positions_win(const ConvProblem& p, const TileModel& model, const CpuInfo& 
   // reach it and every output channel.
   const std::int64_t q = ceil_div_pos(p.iw, p.stride_w);
   const std::int64_t k = ceil_div_pos(p.kh, p.stride_h) * ceil_div_pos(p.kw, p.stride_w) * p.oc;
-  const double channel = model.best_cycles(TileForm::kOuterProduct, q, p.filter_in, k);
+  const double channel = channel_model.best_cycles(TileForm::kOuterProduct, q, p.filter_in, k);
   const double position = model.best_cycles(TileForm::kOuterProduct, p.filter_in, q, k);
   const double rows = static_cast<double>(p.n * p.ih * p.stride_w);
   const double copy = kTransposeCyclesPerElement * static_cast<double>(p.n * p.oh * p.ow * p.oc);
@@ -109,11 +112,18 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   const bool nchw = p.format == DataFormat::kNCHW;
   const std::int64_t mult = p.oc_per_group();
 
+  // The channel-vector tiles would run on AMX where the core has it and the output channels
+  // pair (below); the W-position tiles run on FMAs. A stem's 3 channels fill 3 of an AMX
+  // tile's 16 columns and still win there: ResNet's 8x224x224x3 7x7/2 221 -> 636 GFLOP/s,
+  // ConvNeXt's 4x4/4 175 -> 445 (the Xeon, two threads).
+  const TileModel channel_model =
+      cpu.has_amx_bf16 && pairs_output_channels(p, cpu) ? TileModel::amx(cpu) : plan.tiles;
   // Vectors along W with rows over input channels: always in NCHW (every channel shares the
   // dy vector along W), and in NHWC where the model prefers them. Only with a channel loop to
   // give the rows (several input channels per group).
   plan.position_vectors = !plan.channels_last_copies && p.filter_in > 1 &&
-                          (nchw || (p.groups == 1 && positions_win(p, plan.tiles, cpu)));
+                          (nchw ||
+                           (p.groups == 1 && positions_win(p, plan.tiles, channel_model, cpu)));
   plan.transposed_out_backprop = plan.position_vectors && !nchw;
 
   // NCHW depthwise reads dy through per-group copies of its planes (there the lowered nest has

@@ -161,5 +161,35 @@ TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
   EXPECT_FALSE(deep.channel_blocks_inside_pixels);
 }
 
+// A stem's 3 input channels: the FMA cores tile W positions (channel vectors would be mostly
+// masked lanes); on AMX the channel tiles, 3 of 16 columns, still cost less.
+TEST(CpuInfo, AmxTilesStemInputGradientsByChannel) {
+  CpuInfo amx = CpuInfo::generic();
+  amx.isa = Isa::kAvx512;
+  amx.vector_bytes = 64;
+  amx.vector_registers = 32;
+  amx.has_fma = amx.has_f16c = amx.has_avx512_bf16 = amx.has_amx_bf16 = true;
+  amx.bf16_dot_beats_fma = false;
+  CpuInfo fma = amx;
+  fma.has_amx_bf16 = false;
+  fma.bf16_dot_beats_fma = true;
+
+  testing::ConvCase stem;  // ResNet-50's 7x7/2 stem
+  stem.dtype = DType::kBFloat16;
+  stem.n = 8;
+  stem.h = stem.w = 224;
+  stem.c = stem.filter_in = 3;
+  stem.filter_out = 64;
+  stem.kh = stem.kw = 7;
+  stem.stride_h = stem.stride_w = 2;
+  stem.padding = Padding::kSame;
+  const Expected<ConvProblem> p = validate(stem.descriptor(OpKind::kConv2DBackpropInput));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(plan_cpu(*p, fma, 2).position_vectors);
+  const CpuPlan on_amx = plan_cpu(*p, amx, 2);
+  EXPECT_FALSE(on_amx.position_vectors);
+  EXPECT_TRUE(on_amx.pair_output_channels);
+}
+
 }  // namespace
 }  // namespace convjit::cpu
