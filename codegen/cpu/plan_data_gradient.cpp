@@ -37,15 +37,16 @@ double border_columns_share(const ConvProblem& p) {
 }
 
 // Bytes per cycle of the dy window a pixel tile rereads for every channel block (see
-// out_backprop_reread_rate) above which the blocks go inside the pixel tiles. The FMA tiles the
-// model picks (f32, vdpbf16ps; several vectors wide) ask 1-3 and hide them; AMX tiles, several times faster per reduce point,
-// ask 18 at 1x1, 9 at 2x2 and 6.5 at 3x3 (3 at 7x7), which L2 then has to deliver beside the
-// filter's slices. Measured on the AMX Xeon, two threads, bfloat16 networks.txt layers whose
-// packed filter stays in L2: 1x1 1.13-2.1x faster (8x56x56 96 <- 384 1037 -> 1798 GFLOP/s,
-// 8x28x28 512 <- 128 1457 -> 2017), 3x3 at stride 2 1.15x, 3x3 at stride 1 1.00-1.08x
-// (4x112x112 128 <- 128 2268 -> 2444, 2x256x256 64 <- 64 unchanged; the tile configuration
-// also changes less often, each kind of border tile running for all blocks in a row); f32
-// FMA tiles within noise either way. 5x5 and wider filters are unmeasured and stay around.
+// out_backprop_reread_rate) above which the blocks go inside the pixel tiles. The FMA tiles
+// the model picks (f32, vdpbf16ps; several vectors wide) ask 1-3 and hide them; AMX tiles,
+// several times faster per reduce point, ask 18 at 1x1, 9 at 2x2 and 6.5 at 3x3 (3 at 7x7),
+// which L2 then has to deliver beside the filter's slices. Measured on the AMX Xeon, two
+// threads, bfloat16 networks.txt layers whose packed filter stays in L2, both builds
+// alternating (benchmarks/paired_compare.py): 1x1 1.05-1.76x (8x56x56 96 <- 384 1191 -> 2100
+// GFLOP/s, 8x28x28 512 <- 128 1814 -> 2393), 3x3 at stride 2 1.12x, 3x3 at stride 1
+// 0.99-1.05x (the tile configuration also changes less often, each kind of border tile
+// running for all blocks of a row); f32 FMA tiles within noise either way. 5x5 and wider
+// filters are unmeasured and keep the blocks around.
 constexpr double kRereadBytesPerCycle = 5;
 
 // The bytes of dy one pixel tile of `shape` reads (its window: the rows and columns the taps
@@ -79,11 +80,10 @@ double position_filter_bytes(const ConvProblem& p) {
 // positions become the vector and channels the rows, reading dy through a copy transposed to
 // [n][oh][oc][ow]. Compares both tiles' whole-problem cycles, the copy included, the channel
 // tiles' under `channel_model` (AMX's where they would run there), the positions' under
-// `model`. Only while
-// the filter the rows broadcast from stays in L1: the position tiles read it as scalars, a
-// line per tap and output channel, and where those lines outgrow L1 every broadcast goes to
-// L2 (2x64x64, 256 -> 256 channels, 3x3 on Zen 3: 147 KB of lines, 34 GFLOP/s against 74
-// with channel vectors; the ResNet stem's 3 channels take 12 KB).
+// `model`. Only while the filter the rows broadcast from stays in L1: the position tiles read
+// it as scalars, a line per tap and output channel, and where those lines outgrow L1 every
+// broadcast goes to L2 (2x64x64, 256 -> 256 channels, 3x3 on Zen 3: 147 KB of lines, 34
+// GFLOP/s against 74 with channel vectors; the ResNet stem's 3 channels take 12 KB).
 bool positions_win(const ConvProblem& p, const TileModel& model, const TileModel& channel_model,
                    const CpuInfo& cpu) {
   if (position_filter_bytes(p) > kPositionFilterL1Share * static_cast<double>(cpu.l1_bytes)) {

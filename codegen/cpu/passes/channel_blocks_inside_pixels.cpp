@@ -5,7 +5,8 @@
 // dy window and its filter slice. With the blocks inside each pixel tile instead, the window
 // of dy (a few rows of a few dozen pixels) stays in L1 across all blocks and only the
 // filter's slices stream, each still one contiguous run of the blocked packing. The plan
-// chooses this (channel_blocks_inside_pixels) from the sizes of the two operands.
+// chooses this (channel_blocks_inside_pixels) where the tiles' rate would make those rereads
+// bind on L2 and the whole filter stays there.
 //
 //   for ih:                            for ih:
 //     for cb "channel blocks":           for iw step R:
