@@ -121,9 +121,9 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // Vectors along W with rows over input channels: always in NCHW (every channel shares the
   // dy vector along W), and in NHWC where the model prefers them. Only with a channel loop to
   // give the rows (several input channels per group).
-  plan.position_vectors = !plan.channels_last_copies && p.filter_in > 1 &&
-                          (nchw ||
-                           (p.groups == 1 && positions_win(p, plan.tiles, channel_model, cpu)));
+  plan.position_vectors =
+      !plan.channels_last_copies && p.filter_in > 1 &&
+      (nchw || (p.groups == 1 && positions_win(p, plan.tiles, channel_model, cpu)));
   plan.transposed_out_backprop = plan.position_vectors && !nchw;
 
   // NCHW depthwise reads dy through per-group copies of its planes (there the lowered nest has
@@ -178,8 +178,7 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
       const double filter_bytes = static_cast<double>(p.kh * p.kw * p.oc * p.ic) *
                                   dtype_size(plan.packed_filter_dtype);
       plan.channel_block = cols;
-      const bool filter_in_l2 =
-          filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes);
+      const bool filter_in_l2 = filter_bytes <= kFilterL2Share * static_cast<double>(cpu.l2_bytes);
       plan.channel_blocks_around_rows =
           filter_in_l2 &&
           !(plan.border_columns_as_rows && border_columns_share(p) >= kBorderColumnsShare);

@@ -109,30 +109,45 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   EXPECT_FALSE(narrow_on_amx.input_pairs_by_channel);
 }
 
+// An AVX-512 core with avx512_bf16 and the Xeon's caches (48 KiB L1d, 2 MiB L2): with AMX
+// (bfloat16 gradients on tiles), or without, running vdpbf16ps faster than its FMAs.
+CpuInfo bf16_core(bool amx) {
+  CpuInfo cpu = CpuInfo::generic();
+  cpu.isa = Isa::kAvx512;
+  cpu.vector_bytes = 64;
+  cpu.vector_registers = 32;
+  cpu.has_fma = cpu.has_f16c = cpu.has_avx512_bf16 = true;
+  cpu.has_amx_bf16 = amx;
+  cpu.bf16_dot_beats_fma = !amx;
+  cpu.l1_bytes = 48 << 10;
+  cpu.l2_bytes = 2 << 20;
+  return cpu;
+}
+
+// A bfloat16 layer of n square images, `in` -> `out` channels through a k x k filter.
+testing::ConvCase bf16_layer(std::int64_t n, std::int64_t size, std::int64_t in, std::int64_t out,
+                             std::int64_t k, std::int64_t stride, Padding padding) {
+  testing::ConvCase layer;
+  layer.dtype = DType::kBFloat16;
+  layer.n = n;
+  layer.h = layer.w = size;
+  layer.c = layer.filter_in = in;
+  layer.filter_out = out;
+  layer.kh = layer.kw = k;
+  layer.stride_h = layer.stride_w = stride;
+  layer.padding = padding;
+  return layer;
+}
+
 // On AMX a pixel tile's dy window, reread for every block of input channels around it, asks
 // more of L2 than the tiles leave it: there (and only there, where the packed filter that then
 // streams per pixel tile stays in L2) the channel blocks go inside the pixel tiles.
 TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
-  CpuInfo amx = CpuInfo::generic();
-  amx.isa = Isa::kAvx512;
-  amx.vector_bytes = 64;
-  amx.vector_registers = 32;
-  amx.has_fma = amx.has_f16c = amx.has_avx512_bf16 = amx.has_amx_bf16 = true;
-  amx.bf16_dot_beats_fma = false;
-  amx.l1_bytes = 48 << 10;
-  amx.l2_bytes = 2 << 20;
-  CpuInfo fma = amx;
-  fma.has_amx_bf16 = false;
-  fma.bf16_dot_beats_fma = true;
+  const CpuInfo amx = bf16_core(true);
+  const CpuInfo fma = bf16_core(false);
 
-  testing::ConvCase layer;  // ConvNeXt-T's 56x56 pointwise layer, 96 -> 384 channels
-  layer.dtype = DType::kBFloat16;
-  layer.n = 8;
-  layer.h = layer.w = 56;
-  layer.c = layer.filter_in = 96;
-  layer.filter_out = 384;
-  layer.kh = layer.kw = 1;
-  layer.padding = Padding::kValid;
+  // ConvNeXt-T's 56x56 pointwise layer, 96 -> 384 channels.
+  testing::ConvCase layer = bf16_layer(8, 56, 96, 384, 1, 1, Padding::kValid);
   auto plan = [&](const CpuInfo& cpu) {
     const Expected<ConvProblem> p = validate(layer.descriptor(OpKind::kConv2DBackpropInput));
     EXPECT_TRUE(p.has_value());
@@ -146,16 +161,10 @@ TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
   layer.dtype = DType::kFloat32;
   EXPECT_FALSE(plan(amx).channel_blocks_inside_pixels);
   // A 3x3 filter's window is reread less per cycle, still enough: VGG16's 112x112 layer.
-  layer.dtype = DType::kBFloat16;
-  layer.n = 4;
-  layer.h = layer.w = 112;
-  layer.c = layer.filter_in = layer.filter_out = 128;
-  layer.kh = layer.kw = 3;
-  layer.padding = Padding::kSame;
+  layer = bf16_layer(4, 112, 128, 128, 3, 1, Padding::kSame);
   EXPECT_TRUE(plan(amx).channel_blocks_inside_pixels);
   // A 3x3 filter of 512 -> 512 channels (4.5 MiB packed) would stream from L3 per pixel tile.
-  layer.h = layer.w = 14;
-  layer.c = layer.filter_in = layer.filter_out = 512;
+  layer = bf16_layer(8, 14, 512, 512, 3, 1, Padding::kSame);
   const CpuPlan deep = plan(amx);
   EXPECT_GT(deep.channel_block, 0);
   EXPECT_FALSE(deep.channel_blocks_inside_pixels);
@@ -164,25 +173,11 @@ TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
 // A stem's 3 input channels: the FMA cores tile W positions (channel vectors would be mostly
 // masked lanes); on AMX the channel tiles, 3 of 16 columns, still cost less.
 TEST(CpuInfo, AmxTilesStemInputGradientsByChannel) {
-  CpuInfo amx = CpuInfo::generic();
-  amx.isa = Isa::kAvx512;
-  amx.vector_bytes = 64;
-  amx.vector_registers = 32;
-  amx.has_fma = amx.has_f16c = amx.has_avx512_bf16 = amx.has_amx_bf16 = true;
-  amx.bf16_dot_beats_fma = false;
-  CpuInfo fma = amx;
-  fma.has_amx_bf16 = false;
-  fma.bf16_dot_beats_fma = true;
+  const CpuInfo amx = bf16_core(true);
+  const CpuInfo fma = bf16_core(false);
 
-  testing::ConvCase stem;  // ResNet-50's 7x7/2 stem
-  stem.dtype = DType::kBFloat16;
-  stem.n = 8;
-  stem.h = stem.w = 224;
-  stem.c = stem.filter_in = 3;
-  stem.filter_out = 64;
-  stem.kh = stem.kw = 7;
-  stem.stride_h = stem.stride_w = 2;
-  stem.padding = Padding::kSame;
+  // ResNet-50's 7x7/2 stem.
+  const testing::ConvCase stem = bf16_layer(8, 224, 3, 64, 7, 2, Padding::kSame);
   const Expected<ConvProblem> p = validate(stem.descriptor(OpKind::kConv2DBackpropInput));
   ASSERT_TRUE(p.has_value());
   EXPECT_TRUE(plan_cpu(*p, fma, 2).position_vectors);
