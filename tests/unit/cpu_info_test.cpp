@@ -156,7 +156,7 @@ TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
   const CpuPlan pointwise = plan(amx);
   EXPECT_GT(pointwise.channel_block, 0);
   EXPECT_TRUE(pointwise.channel_blocks_inside_pixels);
-  // vdpbf16ps tiles take eight times the cycles per reduce point: the rereads hide.
+  // The vdpbf16ps tiles spend several times AMX's cycles per output: the rereads hide.
   EXPECT_FALSE(plan(fma).channel_blocks_inside_pixels);
   layer.dtype = DType::kFloat32;
   EXPECT_FALSE(plan(amx).channel_blocks_inside_pixels);

@@ -240,6 +240,72 @@ TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
   }
 }
 
+// An AVX-512 core with AMX (whatever the host), two threads, the Xeon's 48 KiB L1d and 2 MiB
+// L2: its bfloat16 plans are interpreted here, so they are checked on any machine.
+TestTarget amx_target() {
+  TestTarget amx = generic_target(2);
+  amx.isa = Isa::kAvx512;
+  amx.vector_bytes = 64;
+  amx.vector_registers = 32;
+  amx.has_fma = amx.has_f16c = amx.has_avx512_bf16 = amx.has_amx_bf16 = true;
+  amx.l1_bytes = 48 << 10;
+  amx.l2_bytes = 2 << 20;
+  return amx;
+}
+
+// Bfloat16 input gradients on an AMX core (whatever the host) whose plan sinks the channel
+// blocks inside the pixel tiles: 1x1 (pixels as one row) and 3x3 at stride 2 (residues), 72
+// input channels (two blocks of 32 and a tail of 8). The nest after that pass and the final
+// one, threaded, match the reference.
+TEST(IrChannelBlocks, InsideThePixelTilesOnAmxMatchTheReference) {
+  const TestTarget amx = amx_target();
+  const std::vector<Geometry> cases = {
+      {2, 6, 6, 72, 1, 1, 72, 64, 1, 1, 1, 1, Padding::kValid},
+      {2, 5, 66, 72, 3, 3, 72, 32, 2, 2, 1, 1, Padding::kSame},
+  };
+  std::uint64_t seed = 41;
+  for (const Geometry& g : cases) {
+    const ConvProblem p =
+        make_problem(g, ConvDirection::kBackpropData, DType::kBFloat16, DataFormat::kNHWC);
+    SCOPED_TRACE(fmt::format("{}x{} filter", g.kh, g.kw));
+    Operands ref = make_operands(p, seed);
+    run_reference(p, ref.ptrs());
+    const auto tol = convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p));
+    bool sunk = false;
+    lower_and_schedule(p, amx, [&](std::string_view pass, const LoopNest& nest) {
+      if (pass != "channel_blocks_inside_pixels" && pass != "parallelize") return;
+      SCOPED_TRACE(std::string(pass));
+      sunk = sunk || pass == "channel_blocks_inside_pixels";
+      Operands got = make_operands(p, seed);
+      got.x.fill(std::numeric_limits<double>::quiet_NaN());
+      ASSERT_TRUE(interpret(nest, got.ptrs(), ParallelFor(threaded_for)).is_ok());
+      EXPECT_TRUE(convjit::testing::all_close(got.x.view(), ref.x.view(), tol)) << print(nest);
+    });
+    EXPECT_TRUE(sunk);
+    ++seed;
+  }
+}
+
+// A 3-channel stem's bfloat16 input gradient on the same AMX core takes channel tiles (3 of
+// a tile's 16 columns), not W-position tiles: the final nest matches the reference.
+TEST(IrChannelBlocks, StemChannelTilesOnAmxMatchTheReference) {
+  const TestTarget amx = amx_target();
+  const ConvProblem p =
+      make_problem({2, 12, 40, 3, 5, 5, 3, 16, 2, 2, 1, 1, Padding::kSame},
+                   ConvDirection::kBackpropData, DType::kBFloat16, DataFormat::kNHWC);
+  ASSERT_FALSE(testing::plan_for(p, amx).position_vectors);
+  Operands ref = make_operands(p, 51);
+  run_reference(p, ref.ptrs());
+  Operands got = make_operands(p, 51);
+  got.x.fill(std::numeric_limits<double>::quiet_NaN());
+  const LoopNest nest = lower_and_schedule(p, amx);
+  ASSERT_TRUE(interpret(nest, got.ptrs(), ParallelFor(threaded_for)).is_ok());
+  EXPECT_TRUE(convjit::testing::all_close(
+      got.x.view(), ref.x.view(),
+      convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))))
+      << print(nest);
+}
+
 // Interprets a filter-gradient nest on `threads` threads and compares dW with the reference.
 void expect_filter_gradient_matches(const ConvProblem& p, const LoopNest& nest, int threads,
                                     std::uint64_t seed) {
