@@ -77,6 +77,12 @@ std::int64_t grown_chunk_points(const ConvProblem& p, const CpuInfo& cpu, std::i
   return points_within_l1_share(p, cpu, tile_cols, kGrownChunkL1Share);
 }
 
+// The register tile the chunk rules model: input channels as rows, output channels as
+// vectors, over the whole reduction.
+TileShape modelled_tile(const ConvProblem& p, const CpuPlan& plan) {
+  return plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc, p.n * p.oh * p.ow);
+}
+
 // Row blocks of AMX tiles that must reread a column block's dy slice for the cap to pay.
 constexpr std::int64_t kAmxCappedRowBlocks = 8;
 
@@ -91,9 +97,7 @@ constexpr std::int64_t kAmxCappedRowBlocks = 8;
 bool grown_chunks_capped(const ConvProblem& p, const CpuPlan& plan) {
   if (ir::accumulator_dtype(p.dtype) == p.dtype) return true;
   if (!plan.input_pairs_by_channel) return false;
-  const TileShape tile =
-      plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc, p.n * p.oh * p.ow);
-  return p.filter_in >= kAmxCappedRowBlocks * tile.rows;
+  return p.filter_in >= kAmxCappedRowBlocks * modelled_tile(p, plan).rows;
 }
 
 // The largest divisor of n, oh or ow not above the thread count (exact chunks keep the tiles
@@ -121,12 +125,6 @@ namespace {
 double accumulated_dw_bytes(const ConvProblem& p) {
   const auto acc_bytes = static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
   return static_cast<double>(p.kh * p.kw * p.filter_in * p.oc) * acc_bytes;
-}
-
-// The register tile the chunk rules model: input channels as rows, output channels as
-// vectors, over the whole reduction.
-TileShape modelled_tile(const ConvProblem& p, const CpuPlan& plan) {
-  return plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc, p.n * p.oh * p.ow);
 }
 
 }  // namespace

@@ -33,6 +33,22 @@ inline TestTarget host_target(Isa isa, int threads = 1) {
   return t;
 }
 
+/// An AVX-512 core with avx512_bf16 (whatever the host) and the AMX Xeon's caches (48 KiB L1d,
+/// 2 MiB L2), with `threads` threads: with AMX (bfloat16 gradients on tiles), or without,
+/// running vdpbf16ps faster than its FMAs (Zen 4, 5). Its plans are checked on any machine.
+inline TestTarget avx512_bf16_target(bool amx, int threads = 1) {
+  TestTarget t = generic_target(threads);
+  t.isa = Isa::kAvx512;
+  t.vector_bytes = 64;
+  t.vector_registers = 32;
+  t.has_fma = t.has_f16c = t.has_avx512_bf16 = true;
+  t.has_amx_bf16 = amx;
+  t.bf16_dot_beats_fma = !amx;
+  t.l1_bytes = 48 << 10;
+  t.l2_bytes = 2 << 20;
+  return t;
+}
+
 /// The plan for `problem` on `target`.
 inline CpuPlan plan_for(const ConvProblem& problem, const TestTarget& target) {
   return plan_cpu(problem, target, target.num_threads);

@@ -4,6 +4,7 @@
 #include "codegen/cpu/cpu_info.hpp"
 #include "codegen/cpu/cpu_plan.hpp"
 #include "frontend/validate.hpp"
+#include "support/cpu_test_targets.hpp"
 #include "support/test_conv_cases.hpp"
 
 namespace convjit::cpu {
@@ -59,7 +60,7 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   EXPECT_EQ(dot.name(), "avx512+f16c+bf16");
   EXPECT_EQ(slow_dot.name(), "avx512+f16c+bf16/bf16fma");  // a cache key apart
 
-  testing::ConvCase layer;
+  convjit::testing::ConvCase layer;
   layer.dtype = DType::kBFloat16;
   layer.n = 4;
   layer.h = layer.w = 14;
@@ -109,25 +110,11 @@ TEST(CpuInfo, Bf16WidensWhereTheDotProductIsSlow) {
   EXPECT_FALSE(narrow_on_amx.input_pairs_by_channel);
 }
 
-// An AVX-512 core with avx512_bf16 and the Xeon's caches (48 KiB L1d, 2 MiB L2): with AMX
-// (bfloat16 gradients on tiles), or without, running vdpbf16ps faster than its FMAs.
-CpuInfo bf16_core(bool amx) {
-  CpuInfo cpu = CpuInfo::generic();
-  cpu.isa = Isa::kAvx512;
-  cpu.vector_bytes = 64;
-  cpu.vector_registers = 32;
-  cpu.has_fma = cpu.has_f16c = cpu.has_avx512_bf16 = true;
-  cpu.has_amx_bf16 = amx;
-  cpu.bf16_dot_beats_fma = !amx;
-  cpu.l1_bytes = 48 << 10;
-  cpu.l2_bytes = 2 << 20;
-  return cpu;
-}
-
 // A bfloat16 layer of n square images, `in` -> `out` channels through a k x k filter.
-testing::ConvCase bf16_layer(std::int64_t n, std::int64_t size, std::int64_t in, std::int64_t out,
-                             std::int64_t k, std::int64_t stride, Padding padding) {
-  testing::ConvCase layer;
+convjit::testing::ConvCase bf16_layer(std::int64_t n, std::int64_t size, std::int64_t in,
+                                      std::int64_t out, std::int64_t k, std::int64_t stride,
+                                      Padding padding) {
+  convjit::testing::ConvCase layer;
   layer.dtype = DType::kBFloat16;
   layer.n = n;
   layer.h = layer.w = size;
@@ -143,11 +130,11 @@ testing::ConvCase bf16_layer(std::int64_t n, std::int64_t size, std::int64_t in,
 // more of L2 than the tiles leave it: there (and only there, where the packed filter that then
 // streams per pixel tile stays in L2) the channel blocks go inside the pixel tiles.
 TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
-  const CpuInfo amx = bf16_core(true);
-  const CpuInfo fma = bf16_core(false);
+  const CpuInfo amx = testing::avx512_bf16_target(true);
+  const CpuInfo fma = testing::avx512_bf16_target(false);
 
   // ConvNeXt-T's 56x56 pointwise layer, 96 -> 384 channels.
-  testing::ConvCase layer = bf16_layer(8, 56, 96, 384, 1, 1, Padding::kValid);
+  convjit::testing::ConvCase layer = bf16_layer(8, 56, 96, 384, 1, 1, Padding::kValid);
   auto plan = [&](const CpuInfo& cpu) {
     const Expected<ConvProblem> p = validate(layer.descriptor(OpKind::kConv2DBackpropInput));
     EXPECT_TRUE(p.has_value());
@@ -173,11 +160,11 @@ TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
 // A stem's 3 input channels: the FMA cores tile W positions (channel vectors would be mostly
 // masked lanes); on AMX the channel tiles, 3 of 16 columns, still cost less.
 TEST(CpuInfo, AmxTilesStemInputGradientsByChannel) {
-  const CpuInfo amx = bf16_core(true);
-  const CpuInfo fma = bf16_core(false);
+  const CpuInfo amx = testing::avx512_bf16_target(true);
+  const CpuInfo fma = testing::avx512_bf16_target(false);
 
   // ResNet-50's 7x7/2 stem.
-  const testing::ConvCase stem = bf16_layer(8, 224, 3, 64, 7, 2, Padding::kSame);
+  const convjit::testing::ConvCase stem = bf16_layer(8, 224, 3, 64, 7, 2, Padding::kSame);
   const Expected<ConvProblem> p = validate(stem.descriptor(OpKind::kConv2DBackpropInput));
   ASSERT_TRUE(p.has_value());
   EXPECT_TRUE(plan_cpu(*p, fma, 2).position_vectors);

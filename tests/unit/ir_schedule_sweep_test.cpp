@@ -240,25 +240,12 @@ TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
   }
 }
 
-// An AVX-512 core with AMX (whatever the host), two threads, the Xeon's 48 KiB L1d and 2 MiB
-// L2: its bfloat16 plans are interpreted here, so they are checked on any machine.
-TestTarget amx_target() {
-  TestTarget amx = generic_target(2);
-  amx.isa = Isa::kAvx512;
-  amx.vector_bytes = 64;
-  amx.vector_registers = 32;
-  amx.has_fma = amx.has_f16c = amx.has_avx512_bf16 = amx.has_amx_bf16 = true;
-  amx.l1_bytes = 48 << 10;
-  amx.l2_bytes = 2 << 20;
-  return amx;
-}
-
 // Bfloat16 input gradients on an AMX core (whatever the host) whose plan sinks the channel
 // blocks inside the pixel tiles: 1x1 (pixels as one row) and 3x3 at stride 2 (residues), 72
 // input channels (two blocks of 32 and a tail of 8). The nest after that pass and the final
 // one, threaded, match the reference.
 TEST(IrChannelBlocks, InsideThePixelTilesOnAmxMatchTheReference) {
-  const TestTarget amx = amx_target();
+  const TestTarget amx = testing::avx512_bf16_target(true, 2);
   const std::vector<Geometry> cases = {
       {2, 6, 6, 72, 1, 1, 72, 64, 1, 1, 1, 1, Padding::kValid},
       {2, 5, 66, 72, 3, 3, 72, 32, 2, 2, 1, 1, Padding::kSame},
@@ -289,7 +276,7 @@ TEST(IrChannelBlocks, InsideThePixelTilesOnAmxMatchTheReference) {
 // A 3-channel stem's bfloat16 input gradient on the same AMX core takes channel tiles (3 of
 // a tile's 16 columns), not W-position tiles: the final nest matches the reference.
 TEST(IrChannelBlocks, StemChannelTilesOnAmxMatchTheReference) {
-  const TestTarget amx = amx_target();
+  const TestTarget amx = testing::avx512_bf16_target(true, 2);
   const ConvProblem p =
       make_problem({2, 12, 40, 3, 5, 5, 3, 16, 2, 2, 1, 1, Padding::kSame},
                    ConvDirection::kBackpropData, DType::kBFloat16, DataFormat::kNHWC);
