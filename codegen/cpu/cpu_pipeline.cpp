@@ -6,8 +6,10 @@
 // all lie inside x, zero-padded copies of dy for the W-vector tiles (which remove most borders), then
 // borders (so the interior tiles have no guards), packing, channel blocks (whole pixel sweeps
 // per block of the packed filter), register tiles over the guard-free interior, bfloat16
-// reduction pairs (they rewrite the tiles' final reduce loops), the filter gradient's cache
-// blocking of its reduction (after tiling, so it sees the border tiles' final ranges), the
+// reduction pairs (they rewrite the tiles' final reduce loops), the channel blocks moved
+// inside the pixel tiles or around each thread's images (once the tiles are final), the filter
+// gradient's cache blocking of its reduction (after tiling, so it sees the border tiles' final
+// ranges), the
 // merging of parts that all this made equal, per-thread operand copies (one chunk of images
 // per thread), non-temporal output stores (once the tiles and the buffers they write are
 // final), threads (they split whatever loops are left), the 16-bit filter gradient's image
@@ -77,6 +79,8 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   add(plan.pair_output_channels, "pair_reduction", &pair_reduction);
   add(plan.channel_blocks_inside_pixels, "channel_blocks_inside_pixels",
       &channel_blocks_inside_pixels);
+  add(plan.channel_blocks_around_batch, "channel_blocks_around_batch",
+      &channel_blocks_around_batch);
   // The filter gradient's reduction blocked for the caches (it sees the border tiles' final
   // ranges) and split among the threads into partial sums, then the parts all this made equal
   // merged.

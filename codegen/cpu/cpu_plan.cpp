@@ -60,7 +60,9 @@ std::string CpuPlan::describe() const {
   if (channel_block > 0) {
     out += fmt::format(" channel_block={}{}{}", channel_block,
                        channel_blocks_around_rows ? "/rows" : "/image",
-                       channel_blocks_inside_pixels ? "/inside_pixels" : "");
+                       channel_blocks_inside_pixels ? "/inside_pixels"
+                       : channel_blocks_around_batch ? "/around_batch"
+                                                     : "");
   }
   flag(deinterleave_multiplier, "deinterleave_multiplier");
   flag(widen_depthwise_operands, "widen_depthwise_operands");

@@ -81,6 +81,9 @@ struct CpuPlan final : codegen::Plan {
   bool channel_blocks_around_rows = false;
   /// ... then sunk inside each pixel tile, so its dy stays in L1 across the blocks (cbP).
   bool channel_blocks_inside_pixels = false;
+  /// ... or, around the image where the filter outgrows L2, made to go around one chunk of
+  /// images per thread, so each block's slice comes from L3 once per thread (cbWb).
+  bool channel_blocks_around_batch = false;
   /// NHWC depthwise with a depth multiplier: filter and dy deinterleaved to [..][m][c] (deintM).
   bool deinterleave_multiplier = false;
   /// 16-bit NHWC depthwise: the tiles read f32 copies of the filter and dy (f32ops).

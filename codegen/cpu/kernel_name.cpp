@@ -159,10 +159,12 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
       fmt::format("res{}x{}", plan.residues_h, plan.residues_w));
   add(plan.pad_out_backprop_copies && padded_copies(nest), "zpad");
   add(plan.pack_filter, "pack");
+  const bool around_batch = nest.derived.contains("channel_blocks_around_batch");
   add(plan.channel_block > 0,
       fmt::format("cb{}{}", plan.channel_block,
                   plan.channel_blocks_inside_pixels ? "p"
                   : plan.channel_blocks_around_rows ? "r"
+                  : around_batch                    ? "b"
                                                     : ""));
   add(plan.deinterleave_multiplier, fmt::format("deint{}", p.oc_per_group()));
   add(plan.channels_last_out_backprop, "dyc");

@@ -157,6 +157,35 @@ TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
   EXPECT_FALSE(deep.channel_blocks_inside_pixels);
 }
 
+// Past L2 the channel blocks go around each thread's images, where the filter's rereads from
+// L3 (once per image) would cost more than the chunk's dy rereads: ResNet-50's layer-4 1x1,
+// 2048 <- 512 channels (4 MiB of f32 filter), 4 images per thread.
+TEST(CpuInfo, DeepDataGradientsWalkEachThreadsImagesInsideTheChannelBlocks) {
+  const CpuInfo fma = testing::avx512_bf16_target(false);
+  const CpuInfo amx = testing::avx512_bf16_target(true);
+  convjit::testing::ConvCase layer = bf16_layer(8, 7, 2048, 512, 1, 1, Padding::kValid);
+  layer.dtype = DType::kFloat32;
+  auto plan = [&](const CpuInfo& cpu, int threads) {
+    const Expected<ConvProblem> p = validate(layer.descriptor(OpKind::kConv2DBackpropInput));
+    EXPECT_TRUE(p.has_value());
+    return plan_cpu(*p, cpu, threads);
+  };
+  const CpuPlan deep = plan(fma, 2);
+  EXPECT_GT(deep.channel_block, 0);
+  EXPECT_FALSE(deep.channel_blocks_around_rows);
+  EXPECT_TRUE(deep.channel_blocks_around_batch);
+  // One image per thread: nothing to share a block's slice with.
+  EXPECT_FALSE(plan(fma, 8).channel_blocks_around_batch);
+  // bfloat16 on AMX (2 MiB of packed pairs) the same.
+  layer.dtype = DType::kBFloat16;
+  EXPECT_TRUE(plan(amx, 2).channel_blocks_around_batch);
+  // A filter that stays in L2 keeps its blocks around each row.
+  layer = bf16_layer(8, 14, 1024, 256, 1, 1, Padding::kValid);
+  layer.dtype = DType::kFloat32;
+  EXPECT_TRUE(plan(fma, 2).channel_blocks_around_rows);
+  EXPECT_FALSE(plan(fma, 2).channel_blocks_around_batch);
+}
+
 // A stem's 3 input channels: the FMA cores tile W positions (channel vectors would be mostly
 // masked lanes); on AMX the channel tiles, 3 of 16 columns, still cost less.
 TEST(CpuInfo, AmxTilesStemInputGradientsByChannel) {

@@ -321,6 +321,50 @@ for n in [0, 1):
 )");
 }
 
+// Past L2, the blocks around the image go around each thread's chunk of images instead
+// (channel_blocks_around_batch): 5 images on 2 threads make chunks of 2 inside every block,
+// and the image left over keeps its blocks around it.
+TEST(IrPassText, ChannelBlocksAroundBatchWalkEachThreadsImagesInsideEveryBlock) {
+  const TestTarget t = avx2_target(1024);
+  ConvProblem one_column = wide_backprop_data();
+  one_column.n = 5;
+  one_column.kw = 1;
+  one_column.ow = 4;
+  LoopNest n = run(block_channels, run(pack_filter, border_peel(lower(one_column)), t), t);
+  // Two threads (the plan gives a problem this small one).
+  CpuPlan plan = plan_for(n.problem, t);
+  plan.threads = 2;
+  const std::string text = print(channel_blocks_around_batch(std::move(n), plan));
+  EXPECT_NE(text.find(R"(for chunk in [0, 2) "image chunks":
+  for cb in [0, 1) "channel blocks":
+    for nb in [0, 2) "images":
+      for ih in [0, 2) "interior":
+        for iw in [0, 4):
+          for i in [0, 40):
+            tile r:1 x v:1
+              reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+              dx[2*chunk + nb, ih, iw, i + 40*cb] = dy[2*chunk + nb, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+  for cb in [1, 2) "channel tail":
+    for nb in [0, 2) "images":
+      for ih in [0, 2) "interior":
+        for iw in [0, 4):
+          for i in [0, 32):
+            tile r:1 x v:1
+              reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+              dx[2*chunk + nb, ih, iw, i + 40*cb] = dy[2*chunk + nb, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+for nr in [0, 1) "images left":
+  for cb in [0, 1) "channel blocks":
+    for ih in [0, 2) "interior":
+      for iw in [0, 4):
+        for i in [0, 40):
+          tile r:1 x v:1
+            reduce kh in [0, 1) kw in [0, 1) o in [0, 3)
+            dx[nr + 4, ih, iw, i + 40*cb] = dy[nr + 4, ih - kh, iw - kw, o] * wp[cb, kh, kw, o, i]
+)"),
+            std::string::npos)
+      << text;
+}
+
 // dW of a 1x2x3x3 NCHW input (2 channels), 1x2x2x8 filter, VALID: 8 output channels fill an
 // AVX2 vector.
 ConvProblem nchw_backprop_filter() {

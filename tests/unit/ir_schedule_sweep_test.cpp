@@ -293,6 +293,41 @@ TEST(IrChannelBlocks, StemChannelTilesOnAmxMatchTheReference) {
       << print(nest);
 }
 
+// Input gradients whose packed filter outgrows L2 (a core with 32 KiB of it) walk each
+// thread's chunk of images inside the channel blocks: 5 images on 2 threads (chunks of 2 and
+// an image left), 200 input channels (blocks and a tail), f32 and bfloat16, 1x1 and 3x3 at
+// stride 2. The final nest, threaded,
+// matches the reference.
+TEST(IrChannelBlocks, AroundEachThreadsImagesMatchTheReference) {
+  TestTarget small_l2 = testing::avx512_bf16_target(false, 2);
+  small_l2.l2_bytes = 32 << 10;
+  const std::vector<Geometry> cases = {
+      {5, 4, 4, 200, 1, 1, 200, 64, 1, 1, 1, 1, Padding::kValid},
+      {5, 7, 9, 200, 3, 3, 200, 24, 2, 2, 1, 1, Padding::kSame},
+  };
+  std::uint64_t seed = 61;
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (const Geometry& g : cases) {
+      const ConvProblem p = make_problem(g, ConvDirection::kBackpropData, dtype, DataFormat::kNHWC);
+      SCOPED_TRACE(fmt::format("{} {}x{} filter", dtype_name(dtype), g.kh, g.kw));
+      const CpuPlan plan = testing::plan_for(p, small_l2);
+      ASSERT_TRUE(plan.channel_blocks_around_batch) << plan.describe();
+      Operands ref = make_operands(p, seed);
+      run_reference(p, ref.ptrs());
+      Operands got = make_operands(p, seed);
+      got.x.fill(std::numeric_limits<double>::quiet_NaN());
+      const LoopNest nest = lower_and_schedule(p, small_l2);
+      EXPECT_TRUE(nest.derived.contains("channel_blocks_around_batch")) << nest.schedule_summary;
+      ASSERT_TRUE(interpret(nest, got.ptrs(), ParallelFor(threaded_for)).is_ok());
+      EXPECT_TRUE(convjit::testing::all_close(
+          got.x.view(), ref.x.view(),
+          convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))))
+          << print(nest);
+      ++seed;
+    }
+  }
+}
+
 // Interprets a filter-gradient nest on `threads` threads and compares dW with the reference.
 void expect_filter_gradient_matches(const ConvProblem& p, const LoopNest& nest, int threads,
                                     std::uint64_t seed) {

@@ -87,6 +87,11 @@ ir::LoopNest pair_reduction(ir::LoopNest nest, const CpuPlan& plan);
 /// blocks while their filter slices stream (channel_blocks_inside_pixels).
 ir::LoopNest channel_blocks_inside_pixels(ir::LoopNest nest, const CpuPlan& plan);
 
+/// Backprop data with channel blocks around the image: the batch walked in one chunk of images
+/// per thread inside each block, so a block's filter slice serves all the chunk's images from
+/// L2 (channel_blocks_around_batch).
+ir::LoopNest channel_blocks_around_batch(ir::LoopNest nest, const CpuPlan& plan);
+
 /// Backprop filter: hoists the batch and blocks of output rows (sized to stay in L2) out of
 /// the tiles' reduction, so every tile of a chunk reuses its x and dy rows from cache; the
 /// tiles then accumulate into dW, which a Store nest zeroes first. Then splits the reduction
