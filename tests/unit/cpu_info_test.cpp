@@ -186,6 +186,34 @@ TEST(CpuInfo, DeepDataGradientsWalkEachThreadsImagesInsideTheChannelBlocks) {
   EXPECT_FALSE(plan(fma, 2).channel_blocks_around_batch);
 }
 
+// Threads that own slices of an f32 dW whose output-channel rows are narrower than a page
+// slice its input channels: an output-channel slice's share of every row would sit in 1/T of
+// L2's sets (x and dy the same size, so either slice reads as much of them).
+TEST(CpuInfo, FilterGradientSlicesKeepEachThreadsDwOnEveryCacheSet) {
+  const CpuInfo fma = testing::avx512_bf16_target(false);
+  const CpuInfo amx = testing::avx512_bf16_target(true);
+  convjit::testing::ConvCase layer = bf16_layer(8, 14, 256, 256, 3, 1, Padding::kSame);
+  auto plan = [&](const CpuInfo& cpu) {
+    const Expected<ConvProblem> p = validate(layer.descriptor(OpKind::kConv2DBackpropFilter));
+    EXPECT_TRUE(p.has_value());
+    return plan_cpu(*p, cpu, 2);
+  };
+  // ResNet-50's layer-3 3x3: 2.25 MiB of dW in 1 KiB rows.
+  layer.dtype = DType::kFloat32;
+  const CpuPlan deep = plan(fma);
+  EXPECT_EQ(deep.output_slices, 2);
+  EXPECT_TRUE(deep.slices_of_input_channels);
+  // bfloat16 on AMX adds f32 partial sums of its own: the slices stay by output channel.
+  layer.dtype = DType::kBFloat16;
+  EXPECT_EQ(plan(amx).output_slices, 2);
+  EXPECT_FALSE(plan(amx).slices_of_input_channels);
+  // 8 KiB rows (2048 output channels) span two pages: output-channel slices as before.
+  layer = bf16_layer(8, 7, 512, 2048, 1, 1, Padding::kValid);
+  layer.dtype = DType::kFloat32;
+  EXPECT_EQ(plan(fma).output_slices, 2);
+  EXPECT_FALSE(plan(fma).slices_of_input_channels);
+}
+
 // A stem's 3 input channels: the FMA cores tile W positions (channel vectors would be mostly
 // masked lanes); on AMX the channel tiles, 3 of 16 columns, still cost less.
 TEST(CpuInfo, AmxTilesStemInputGradientsByChannel) {

@@ -483,10 +483,10 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
 
 // f32 and f64 filter gradients whose x or dy pixels are a multiple of 512 bytes apart (their
 // lines would crowd a few L1 sets) read copies of them with every pixel padded by whole lines,
-// in every schedule form: unblocked, blocked per row chunk, chunks of several images, output
-// slices (whose copies take the slice's channels of each pixel); a stride reads x every other
-// pixel, and only the crowded operand is copied. The widened 16-bit copies take the same
-// padding. Each final nest matches the reference.
+// in every schedule form: unblocked, blocked per row chunk, chunks of several images, output-
+// or input-channel slices (whose copies take the slice's channels of each pixel); a stride
+// reads x every other pixel, and only the crowded operand is copied. The widened 16-bit copies
+// take the same padding. Each final nest matches the reference.
 TEST(IrBatchOperandCopies, CrowdedPixelsAreCopiedWithPadding) {
   struct Case {
     Geometry g;
@@ -502,14 +502,15 @@ TEST(IrBatchOperandCopies, CrowdedPixelsAreCopiedWithPadding) {
        64 << 10, "blk=n,oh8 rsxdy"},
       {{8, 7, 7, 512, 1, 1, 512, 512, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 1,
        1 << 20, "blk=n2 rsxdy"},
+      // dW past this L2 in rows under a page: slices of input channels.
       {{3, 7, 6, 48, 3, 3, 48, 256, 2, 2, 1, 1, Padding::kSame}, DType::kFloat32, 2, 8192,
-       "slice=ocx2 rsdy"},
+       "slice=icx2 rsdy"},
       {{1, 9, 8, 40, 3, 3, 40, 128, 1, 1, 1, 1, Padding::kSame}, DType::kFloat32, 2, 1 << 20,
        "slice=ocx2 rsdy"},
       {{2, 5, 5, 256, 1, 1, 256, 512, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 2, 1 << 20,
        "slice=ocx2 rsxdy"},
       {{4, 5, 4, 64, 3, 3, 64, 64, 1, 1, 1, 1, Padding::kSame}, DType::kFloat64, 2, 8192,
-       "slice=ocx2 rsxdy"},
+       "slice=icx2 rsxdy"},
       {{4, 6, 6, 128, 1, 1, 128, 128, 1, 1, 1, 1, Padding::kValid}, DType::kHalf, 1, 8192,
        "blk=n acc=partial wxdy"}};
   std::uint64_t seed = 451;
