@@ -126,6 +126,14 @@ convjit::testing::ConvCase bf16_layer(std::int64_t n, std::int64_t size, std::in
   return layer;
 }
 
+// The plan of `layer`'s gradient `op` on `cpu` with `threads` threads.
+CpuPlan layer_plan(const convjit::testing::ConvCase& layer, OpKind op, const CpuInfo& cpu,
+                   int threads = 2) {
+  const Expected<ConvProblem> p = validate(layer.descriptor(op));
+  EXPECT_TRUE(p.has_value());
+  return p.has_value() ? plan_cpu(*p, cpu, threads) : CpuPlan{};
+}
+
 // On AMX a pixel tile's dy window, reread for every block of input channels around it, asks
 // more of L2 than the tiles leave it: there (and only there, where the packed filter that then
 // streams per pixel tile stays in L2) the channel blocks go inside the pixel tiles.
@@ -136,9 +144,7 @@ TEST(CpuInfo, AmxDataGradientsRunTheChannelBlocksInsideThePixelTiles) {
   // ConvNeXt-T's 56x56 pointwise layer, 96 -> 384 channels.
   convjit::testing::ConvCase layer = bf16_layer(8, 56, 96, 384, 1, 1, Padding::kValid);
   auto plan = [&](const CpuInfo& cpu) {
-    const Expected<ConvProblem> p = validate(layer.descriptor(OpKind::kConv2DBackpropInput));
-    EXPECT_TRUE(p.has_value());
-    return plan_cpu(*p, cpu, 2);
+    return layer_plan(layer, OpKind::kConv2DBackpropInput, cpu);
   };
   const CpuPlan pointwise = plan(amx);
   EXPECT_GT(pointwise.channel_block, 0);
@@ -166,9 +172,7 @@ TEST(CpuInfo, DeepDataGradientsWalkEachThreadsImagesInsideTheChannelBlocks) {
   convjit::testing::ConvCase layer = bf16_layer(8, 7, 2048, 512, 1, 1, Padding::kValid);
   layer.dtype = DType::kFloat32;
   auto plan = [&](const CpuInfo& cpu, int threads) {
-    const Expected<ConvProblem> p = validate(layer.descriptor(OpKind::kConv2DBackpropInput));
-    EXPECT_TRUE(p.has_value());
-    return plan_cpu(*p, cpu, threads);
+    return layer_plan(layer, OpKind::kConv2DBackpropInput, cpu, threads);
   };
   const CpuPlan deep = plan(fma, 2);
   EXPECT_GT(deep.channel_block, 0);
@@ -194,9 +198,7 @@ TEST(CpuInfo, FilterGradientSlicesKeepEachThreadsDwOnEveryCacheSet) {
   const CpuInfo amx = testing::avx512_bf16_target(true);
   convjit::testing::ConvCase layer = bf16_layer(8, 14, 256, 256, 3, 1, Padding::kSame);
   auto plan = [&](const CpuInfo& cpu) {
-    const Expected<ConvProblem> p = validate(layer.descriptor(OpKind::kConv2DBackpropFilter));
-    EXPECT_TRUE(p.has_value());
-    return plan_cpu(*p, cpu, 2);
+    return layer_plan(layer, OpKind::kConv2DBackpropFilter, cpu);
   };
   // ResNet-50's layer-3 3x3: 2.25 MiB of dW in 1 KiB rows.
   layer.dtype = DType::kFloat32;
