@@ -9,12 +9,12 @@
 // reduction pairs (they rewrite the tiles' final reduce loops), the channel blocks moved
 // inside the pixel tiles or around each thread's images (once the tiles are final), the filter
 // gradient's cache blocking of its reduction (after tiling, so it sees the border tiles' final
-// ranges), the
-// merging of parts that all this made equal, per-thread operand copies (one chunk of images
-// per thread), non-temporal output stores (once the tiles and the buffers they write are
-// final), threads (they split whatever loops are left), the 16-bit filter gradient's image
-// pairs or widened images (they follow the per-thread batch loops the split made), and last a
-// sliced filter gradient's slices (the schedule before it was made for one slice).
+// ranges), the merging of parts that all this made equal, per-thread operand copies (one
+// chunk of images per thread), non-temporal output stores (once the tiles and the buffers they
+// write are final), threads (they split whatever loops are left), the 16-bit filter
+// gradient's image pairs or widened images (they follow the per-thread batch loops the split
+// made), and last a sliced filter gradient's slices (the schedule before it was made for one
+// slice).
 #include "codegen/cpu/cpu_pipeline.hpp"
 
 #include "codegen/cpu/passes/passes.hpp"

@@ -289,17 +289,18 @@ namespace {
 // Output-channel slices keep whole vectors; returns whether slices were chosen.
 //
 // An output-channel slice owns a 1/T share of every row of dW's output channels. Where a row
-// is narrower than a page, that share sits at the same offsets in every row, so the
-// address bits that pick a cache set are partly fixed: the thread's dW uses 1/T of L2's sets,
-// and where its slice needs more than that share of L2 it spills to L3 every chunk. Input-
-// channel slices are whole [kh][kw] blocks of rows, spread over every set. Measured on the
-// AMX Xeon, f32, two threads, 3x3 layers: ResNet-50's 8x14x14 256 -> 256 291 -> 368 GFLOP/s
-// with input-channel slices, UNet's 2x64x64 256 -> 256 259 -> 322, VGG16's 4x14x14 512 ->
-// 512 282 -> 336 (x and dy the same size, so both slices read as much); 1x1 2048 <- 512
-// (8 KiB rows) the same either way; AVX2 code 1.03-1.15x, f64 1.08-1.12x. Only where the
-// tiles accumulate into dW itself: 16-bit gradients add f32 partial sums up in a scratch
-// (widened f16 ran within 2% either way), and the AMX tiles' per-thread copies of x by
-// channel change with the slice too (3x3 layers 0.77-1.24x, unexplained).
+// is narrower than a page, that share sits at the same offsets in every row, so the address
+// bits that pick a cache set are partly fixed: the thread's dW uses 1/T of L2's sets, and
+// where its slice needs more than that share of L2 it spills to L3 every chunk. Input-channel
+// slices are whole [kh][kw] blocks of rows, spread over every set. Measured on the
+// AMX Xeon, f32, two threads, both builds alternating, 3x3 layers: ResNet-50's 8x14x14 256
+// -> 256 302 -> 378 GFLOP/s with input-channel slices, UNet's 2x64x64 256 -> 256 261 -> 322,
+// VGG16's 4x14x14 512 -> 512 288 -> 324 (x and dy the same size, so both slices read as
+// much); layers not in the suites 0.99-1.44x; 1x1 2048 <- 512 (8 KiB rows) the same either
+// way; AVX2 code 1.03-1.15x, f64 1.08-1.12x. Only where the tiles accumulate into dW itself:
+// 16-bit gradients add f32 partial sums up in a scratch (widened f16 ran within 2% either
+// way), and the AMX tiles' per-thread copies of x by channel change with the slice too (3x3
+// layers 0.77-1.24x, unexplained).
 constexpr std::int64_t kPageBytes = 4096;
 
 bool choose_output_slices(const ConvProblem& p, CpuPlan& plan) {

@@ -62,7 +62,8 @@ LoopNest channel_blocks_around_batch(LoopNest nest, const CpuPlan& plan) {
   for (Stmt& s : nest.body) {
     const auto* batch = std::get_if<Loop>(&s.node);
     if (batch == nullptr || nest.role_of(batch->var) != VarRole::kBatch || batch->begin != 0 ||
-        batch->step != 1 || batch->trip_count() < 2 * threads || !only_channel_blocks(nest, *batch)) {
+        batch->step != 1 || batch->trip_count() < 2 * threads ||
+        !only_channel_blocks(nest, *batch)) {
       out.push_back(std::move(s));
       continue;
     }
