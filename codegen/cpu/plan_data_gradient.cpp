@@ -206,15 +206,14 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
       plan.channel_blocks_inside_pixels =
           filter_in_l2 && p.n >= plan.threads &&
           out_backprop_reread_rate(p, plan.tiles, shape) >= kRereadBytesPerCycle;
-      // Past L2, the blocks go around each thread's chunk of images where that reads less
-      // from L3. Measured on the AMX Xeon, two threads, both builds alternating
+      // Past L2 (so not around rows), the blocks go around each thread's chunk of images
+      // where that reads less from L3. Measured on the AMX Xeon, two threads, both builds alternating
       // (benchmarks/paired_compare.py), ResNet-50's layer 4: f32 1x1 2048 <- 512 256 -> 296
       // GFLOP/s, 3x3 295 -> 334, 3x3/2 261 -> 281; bfloat16 on AMX 1.11-1.17x; AVX2 code
       // 1.06-1.15x; 14x14 layers with 2 images per thread 1.00-1.03x.
       plan.channel_blocks_around_batch =
-          !filter_in_l2 && !plan.channel_blocks_around_rows &&
-          blocks_around_batch_read_less(p, cpu, plan.threads, filter_bytes,
-                                        ceil_div_pos(p.ic, cols));
+          !filter_in_l2 && blocks_around_batch_read_less(p, cpu, plan.threads, filter_bytes,
+                                                         ceil_div_pos(p.ic, cols));
     }
   }
 

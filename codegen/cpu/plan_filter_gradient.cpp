@@ -307,16 +307,15 @@ bool choose_output_slices(const ConvProblem& p, CpuPlan& plan) {
   const std::int64_t threads = plan.threads;
   if (threads <= 1 || p.groups != 1 || p.depthwise) return false;
   const auto eb = static_cast<double>(dtype_size(p.dtype));
-  const double dw = static_cast<double>(p.kh * p.kw * p.filter_in * p.oc) *
-                    static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
+  const auto acc_bytes = static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
+  const double dw = static_cast<double>(p.kh * p.kw * p.filter_in * p.oc) * acc_bytes;
   const double x = static_cast<double>(p.n * p.ih * p.iw * p.ic) * eb;
   const double dy = static_cast<double>(p.n * p.oh * p.ow * p.oc) * eb;
   const double t = static_cast<double>(threads);
   const bool by_oc = p.oc % threads == 0 && (p.oc / threads) % plan.tiles.lanes() == 0;
   const bool by_ic = p.ic % threads == 0;
   if (!by_oc && !by_ic) return false;
-  const double dw_row = static_cast<double>(p.oc) *
-                       static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
+  const double dw_row = static_cast<double>(p.oc) * acc_bytes;
   const bool oc_slices_share_sets =
       ir::accumulator_dtype(p.dtype) == p.dtype && dw_row < static_cast<double>(kPageBytes) &&
       dw > kL2Share * static_cast<double>(plan.cpu.l2_bytes);
