@@ -81,6 +81,7 @@ std::string CpuPlan::describe() const {
     if (chunk_images > 1) out += fmt::format("/images={}", chunk_images);
   }
   flag(columns_outside_rows, "columns_outside_rows");
+  flag(rereads_out_backprop, "rereads_out_backprop");
   if (reduction_split != ReductionSplit::kNone) {
     out += fmt::format(" reduction_split={}", kSplit[static_cast<int>(reduction_split)]);
     if (reduction_split == ReductionSplit::kDims) {

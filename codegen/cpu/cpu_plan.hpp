@@ -117,6 +117,9 @@ struct CpuPlan final : codegen::Plan {
   /// The tile loops of each tap interchanged so one column block's tiles run over all rows
   /// (with any blocking, and wherever the batch does not divide among the threads).
   bool columns_outside_rows = false;
+  /// Unblocked tiles with their row blocks (input channels) outside the column blocks: each row
+  /// block rereads all of dy, where dy is the smaller operand (plan_filter_gradient.cpp).
+  bool rereads_out_backprop = false;
   ReductionSplit reduction_split = ReductionSplit::kNone;
   /// Threads that each own an equal slice of dW instead: its output channels (or input
   /// channels) divided into this many slices, each reduced over everything by one thread, so

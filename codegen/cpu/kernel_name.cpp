@@ -135,7 +135,12 @@ std::string batch_copies(const CpuPlan& plan, const LoopNest& nest) {
     }
   };
   walk(nest.body);
-  if (paired) return nest.buffer_of_role(BufferRole::kInputByChannelCopy) >= 0 ? "dp2t" : "dp2n";
+  if (paired) {
+    const auto padding = nest.derived.find("out_backprop_pair_padding");
+    const std::string padded =
+        padding != nest.derived.end() ? fmt::format(",ypad{}", padding->second) : "";
+    return (nest.buffer_of_role(BufferRole::kInputByChannelCopy) >= 0 ? "dp2t" : "dp2n") + padded;
+  }
   const bool x = nest.buffer_of_role(BufferRole::kInputCopy) >= 0;
   const bool dy = nest.buffer_of_role(BufferRole::kOutBackpropCopy) >= 0;
   if (!x && !dy) return "";
@@ -185,6 +190,7 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
         : plan.chunk_images > 1 ? fmt::format("blk=n{}", plan.chunk_images)
                                 : std::string("blk=n"));
   }
+  add(plan.rereads_out_backprop, "rdy");
   add(plan.privatize_batch_copies, fmt::format("priv=x{}", plan.threads));
   add(plan.stream_output && streams(nest.body), "nt");
   const std::int64_t slots =

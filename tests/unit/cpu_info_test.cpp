@@ -216,6 +216,35 @@ TEST(CpuInfo, FilterGradientSlicesKeepEachThreadsDwOnEveryCacheSet) {
   EXPECT_FALSE(plan(fma).slices_of_input_channels);
 }
 
+// AMX filter gradients that reduce over all of a thread's images reread the smaller operand
+// per block of the other (it stays in L2 between its passes), and pad dy's pairs so a column
+// tile's 16 pixels do not share two L1 sets.
+TEST(CpuInfo, AmxFilterGradientsRereadTheSmallerOperandFromPaddedPairs) {
+  const CpuInfo amx = testing::avx512_bf16_target(true);
+  const CpuInfo fma = testing::avx512_bf16_target(false);
+  auto plan = [&](const convjit::testing::ConvCase& layer, const CpuInfo& cpu) {
+    return layer_plan(layer, OpKind::kConv2DBackpropFilter, cpu);
+  };
+  // UNet's 3x3 on 32x32 images, 512 channels: each thread's output-channel slice of dy is half
+  // the size of x, so the row blocks (input channels) go outside and reread dy.
+  const CpuPlan unet = plan(bf16_layer(2, 32, 512, 512, 3, 1, Padding::kSame), amx);
+  EXPECT_EQ(unet.reduction_blocking, ReductionBlocking::kNone);
+  EXPECT_EQ(unet.output_slices, 2);
+  EXPECT_FALSE(unet.slices_of_input_channels);
+  EXPECT_TRUE(unet.rereads_out_backprop);
+  EXPECT_FALSE(unet.columns_outside_rows);
+  EXPECT_EQ(unet.batch_copies, BatchCopies::kPairs);
+  EXPECT_EQ(unet.y_pixel_padding, 16);  // 512 pairs (2 KiB a pixel) + one line
+  EXPECT_EQ(unet.x_pixel_padding, 0);
+  // ResNet-50's 1x1 from 512 channels to 2048 on 7x7: dy is the larger, x is reread.
+  const CpuPlan widening = plan(bf16_layer(8, 7, 512, 2048, 1, 1, Padding::kValid), amx);
+  EXPECT_EQ(widening.reduction_blocking, ReductionBlocking::kNone);
+  EXPECT_FALSE(widening.rereads_out_backprop);
+  EXPECT_TRUE(widening.columns_outside_rows);
+  // vdpbf16ps' pairs (no AMX) keep their unpadded copies.
+  EXPECT_EQ(plan(bf16_layer(2, 32, 512, 512, 3, 1, Padding::kSame), fma).y_pixel_padding, 0);
+}
+
 // A stem's 3 input channels: the FMA cores tile W positions (channel vectors would be mostly
 // masked lanes); on AMX the channel tiles, 3 of 16 columns, still cost less.
 TEST(CpuInfo, AmxTilesStemInputGradientsByChannel) {

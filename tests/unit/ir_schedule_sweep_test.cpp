@@ -536,6 +536,43 @@ TEST(IrBatchOperandCopies, CrowdedPixelsAreCopiedWithPadding) {
   }
 }
 
+// On AMX, dy's image pairs whose pixels crowd the L1's sets (128 and 256 output channels: 512
+// and 1024 bytes of pairs a pixel) are copied with each pixel padded by a line, in every
+// schedule form: output- and input-channel slices (at a stride of 2), unblocked with each
+// thread's row blocks rereading its slice of dy (rdy), blocked into f32 partial sums by images
+// or by row chunks. Each final nest, threaded, matches the reference.
+TEST(IrBatchOperandCopies, AmxPairsOfCrowdedDyArePadded) {
+  struct Case {
+    Geometry g;
+    int threads;
+    std::int64_t l2_bytes;
+    const char* tokens;  // the schedule's kernel-name tokens
+  };
+  const Case cases[] = {
+      {{2, 6, 6, 64, 3, 3, 64, 128, 1, 1, 1, 1, Padding::kSame}, 2, 64 << 10, "slice=ocx2"},
+      {{2, 40, 40, 32, 3, 3, 32, 128, 1, 1, 1, 1, Padding::kSame}, 2, 1 << 20,
+       "blk=n,oh20 acc=partial par=slice slice=ocx2"},
+      {{2, 32, 32, 32, 1, 1, 32, 128, 1, 1, 1, 1, Padding::kValid}, 1, 16 << 10, "blk=n acc=partial"},
+      {{2, 5, 34, 64, 3, 3, 64, 128, 2, 2, 1, 1, Padding::kSame}, 2, 1 << 20, "slice=icx2"},
+      {{4, 6, 6, 128, 3, 3, 128, 128, 1, 1, 1, 1, Padding::kSame}, 2, 32 << 10,
+       "rdy par=slice slice=ocx2"},
+      {{8, 12, 12, 32, 3, 3, 32, 256, 1, 1, 1, 1, Padding::kSame}, 2, 256 << 10,
+       "blk=n acc=partial par=slice slice=ocx2"}};
+  std::uint64_t seed = 471;
+  for (const Case& c : cases) {
+    const ConvProblem p =
+        make_problem(c.g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
+    TestTarget amx = testing::avx512_bf16_target(true, c.threads);
+    amx.l2_bytes = c.l2_bytes;
+    const LoopNest nest = lower_and_schedule(p, amx);
+    const std::string text = print(nest);
+    SCOPED_TRACE(text);
+    EXPECT_NE(nest.schedule_summary.find(c.tokens), std::string::npos) << nest.schedule_summary;
+    EXPECT_NE(nest.schedule_summary.find("dp2t,ypad16"), std::string::npos);
+    expect_filter_gradient_matches(p, nest, c.threads, seed++);
+  }
+}
+
 // Threads that each own a slice of dW (where the filter outweighs the activations) run the
 // schedule of one slice on windows of the op's tensors, each slice with scratch of its own (the
 // NCHW copy of dy, image pairs, widened images, rounding partial sums); where the activations

@@ -31,7 +31,9 @@
 // where rows are narrow: [channel][pixel]), where a channel's columns lie side by side; at a
 // column stride s each residue mod s of a row's columns lies together, [channel][residue][q],
 // so the columns a tile reads (q*s + its tap's constant) are again consecutive. The tiles
-// read x there, and xq holds only the pair on its way. Each
+// read x there, and xq holds only the pair on its way. dy's pairs, whose column tiles read 16
+// pixels 4*C bytes apart, take the plan's pixel padding where those would crowd a few L1 sets
+// (dyq[slot][pair][pixel * (C + padding) + channel][m], copied pixel by pixel). Each
 // copy walks an image as one run (each image of x and dy lies in one) and stores both members
 // of a pair per element, which the emitter turns into vector interleaves. The copies read each image once,
 // as the tiles did. A batch loop that is itself parallel, tiles that read other images, or an
@@ -90,9 +92,15 @@ class BatchOperandCopies {
     stride_ = std::max<std::int64_t>(nest_.problem.stride_w, 1);
     // Residues of a column stride need rows of their own.
     by_channel_ = by_channel_ && (stride_ == 1 || by_row_);
-    if (!pairs_) {
-      x_padding_ = plan.x_pixel_padding;
-      y_padding_ = plan.y_pixel_padding;
+    if (pairs_) {
+      // dy's pairs padded per pixel where the plan pads them (AMX: a column tile's 16 rows are
+      // 16 pixels of dyq, 4*C bytes apart).
+      y_padding_ = addressable_by_pixel(y_) ? plan.y_pixel_padding : 0;
+    } else {
+      // Unpaired tiles where pairs were planned (no pair to form) keep their unpadded copies.
+      const bool planned_pairs = plan.batch_copies == BatchCopies::kPairs;
+      x_padding_ = planned_pairs ? 0 : plan.x_pixel_padding;
+      y_padding_ = planned_pairs ? 0 : plan.y_pixel_padding;
       // 16-bit types widen (also bfloat16 tiles left unpaired where pairs were planned).
       restride_ = plan.batch_copies == BatchCopies::kRestride;
       const bool widening = !restride_;
@@ -100,6 +108,9 @@ class BatchOperandCopies {
       copy_y_ = widening || y_padding_ > 0;
     }
   }
+
+  /// Channels of padding after each pixel of dy's pairs (0: none).
+  std::int64_t y_padding() const { return pairs_ ? y_padding_ : 0; }
 
   /// Whether every padded copy can address its operand by pixel and channel.
   bool addressable() const {
@@ -395,6 +406,7 @@ class BatchOperandCopies {
   /// into dst[slot][pair]: one loop over the window storing both members of each pair.
   Stmt interleave(int src, int dst, const Window& w, const Affine& first, const Affine& second,
                   const Affine& slot, const Affine& pair, const char* name) {
+    if (src == y_ && y_padding_ > 0) return interleave_padded_y(w, first, second, slot, pair);
     Loop l;
     l.var = nest_.new_var(name);
     l.end = w.copied();
@@ -411,6 +423,44 @@ class BatchOperandCopies {
       l.body.push_back(Stmt{std::move(s)});
     }
     return Stmt{std::move(l)};
+  }
+
+  /// dy's pairs with padded pixels: for each pixel p of the window and channel c,
+  /// dyq[slot][pair][p * (C + padding) + c][m] = dy[image m][window's first pixel + p][c].
+  Stmt interleave_padded_y(const Window& w, const Affine& first, const Affine& second,
+                           const Affine& slot, const Affine& pair) {
+    const PixelWindow px = pixels_of(y_, w);
+    const std::int64_t channels = buffer(y_).dims[3];
+    Loop pixels, lanes;
+    pixels.var = nest_.new_var("qpy");
+    pixels.end = px.count;
+    lanes.var = nest_.new_var("qcy");
+    lanes.end = channels;
+    const Affine p = Affine::var(pixels.var), c = Affine::var(lanes.var);
+    const IndexExpr zero(Affine::constant_of(0));
+    const Affine members[2] = {first, second};
+    for (std::int64_t m = 0; m < 2; ++m) {
+      Store s;
+      s.dst = Access{yq_,
+                     {IndexExpr(slot), IndexExpr(pair), IndexExpr(p * (channels + y_padding_) + c),
+                      IndexExpr(Affine::constant_of(m))}};
+      s.has_src = true;
+      s.src = Access{y_, {IndexExpr(members[m]), zero, IndexExpr(px.first + p), IndexExpr(c)}};
+      lanes.body.push_back(Stmt{std::move(s)});
+    }
+    pixels.body.push_back(Stmt{std::move(lanes)});
+    return Stmt{std::move(pixels)};
+  }
+
+  /// Elements of dyq one copy of window `w` takes: the window, or its pixels padded.
+  std::int64_t y_pairs_extent(const Window& w) const {
+    if (y_padding_ == 0) return w.extent;
+    return pixels_of(y_, w).count * (buffer(y_).dims[3] + y_padding_);
+  }
+  std::int64_t y_pairs_extent(const Placement& p) const {
+    std::int64_t e = 0;
+    for (const Window& w : p.copied()) e = std::max(e, y_pairs_extent(w));
+    return e;
   }
 
   /// The tile reading member 0 of each pair from the scratches and member 1 beside it:
@@ -440,9 +490,21 @@ class BatchOperandCopies {
                      IndexExpr(Affine::constant_of(m))}};
     };
     t.a2 = by_channel ? by_channel_member(t.a, 1) : member(t.a, xw, xq_, 1);
-    t.b2 = member(t.b, yw, yq_, 1);
+    // dy's padded pairs: [slot][pair][(pixel - window's first) * (C + padding) + channel][member].
+    auto padded_member = [&](const Access& a, std::int64_t m) {
+      const Buffer& from = buffer(y_);
+      const Affine pixel = a.index[1].numer * (from.strides[1] / from.strides[2]) + a.index[2].numer;
+      const Affine at = (pixel - pixels_of(y_, yw).first) * (from.dims[3] + y_padding_) +
+                        a.index[3].numer;
+      return Access{yq_,
+                    {IndexExpr(slot), IndexExpr(pair), IndexExpr(at), IndexExpr(Affine::constant_of(m))}};
+    };
+    auto y_member = [&](const Access& a, std::int64_t m) {
+      return y_padding_ > 0 ? padded_member(a, m) : member(a, yw, yq_, m);
+    };
+    t.b2 = y_member(t.b, 1);
     t.a = by_channel ? by_channel_member(t.a, 0) : member(t.a, xw, xq_, 0);
-    t.b = member(t.b, yw, yq_, 0);
+    t.b = y_member(t.b, 0);
     t.paired = true;
   }
 
@@ -640,7 +702,7 @@ class BatchOperandCopies {
     if (by_channel) {
       for (const Window& w : xp.copied()) xc_extent = std::max(xc_extent, by_channel_extent(w));
     }
-    reserve(slots, 1, xp.largest(), yp.largest(), xc_extent);
+    reserve(slots, 1, xp.largest(), y_pairs_extent(yp), xc_extent);
     const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -718,7 +780,7 @@ class BatchOperandCopies {
     const bool by_channel = xw_pixels.has_value();
     if (by_channel) xw = *xw_pixels;
     const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
-    reserve(slots, len / 2, xw.extent, yw.extent, by_channel ? by_channel_extent(xw) : 0);
+    reserve(slots, len / 2, xw.extent, y_pairs_extent(yw), by_channel ? by_channel_extent(xw) : 0);
     const Affine slot = slot_of(slot_loop);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -949,7 +1011,9 @@ LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
   if (plan.batch_copies == BatchCopies::kPairs) {
     if (!runs) return nest;
     LoopNest paired = nest;
-    if (BatchOperandCopies(paired, plan, true).run(paired.body, nullptr) > 0) {
+    BatchOperandCopies pairs(paired, plan, true);
+    if (pairs.run(paired.body, nullptr) > 0) {
+      if (pairs.y_padding() > 0) paired.derived["out_backprop_pair_padding"] = pairs.y_padding();
       return paired;
     }
     // No pair to form (one image per thread or batch loop, an odd unblocked count): the
