@@ -100,6 +100,19 @@ bool grown_chunks_capped(const ConvProblem& p, const CpuPlan& plan) {
   return p.filter_in >= kAmxCappedRowBlocks * modelled_tile(p, plan).rows;
 }
 
+// Where dy's pairs are padded (plan_reduction), AMX's column tiles stream them from L2 without
+// crowding L1's sets, and where the f32 partial sums outgrow L2 the L1 cap above cost more in
+// their reloads (a tile's 4 KiB per chunk, from L3) than it saved: vgg16's 4x56x56x256 3x3
+// filter gradient ran 1.09-1.10 TFLOP/s in its capped chunks of 5 rows, 1.21-1.25 in 10-14,
+// 0.92 in the 29 rows min_chunk_points asks for, whose pair of images left L2. So there the
+// chunks grow towards those points while both images of a pair stay within L2's share (paired
+// on two Xeon threads: vgg16 56x56x256 1.15x, unet 128x128 256->128 1.22x, unet 64x64x256
+// 1.05x, deeplab's dilated 33x33x256 1.01-1.03x). With the partial sums in L2 the reloads are
+// cheap and the L1 cap stays (r50's 28x28 1x1 512->128 lost 4% in chunks of 14 rows, not 10).
+bool chunks_capped_by_l2(const ConvProblem& p, const CpuPlan& plan) {
+  return grown_chunks_capped(p, plan) && plan.input_pairs_by_channel && plan.y_pixel_padding > 0;
+}
+
 // The largest divisor of n, oh or ow not above the thread count (exact chunks keep the tiles
 // guard-free), preferring the later dims on ties.
 bool pick_split(const ConvProblem& p, int threads, int* dim, std::int64_t* chunks) {
@@ -186,7 +199,14 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
       dw_in_l2 && static_cast<double>(l1_rows * ow) >=
                       kReloadShare / kL1ChunkReloadShare * static_cast<double>(wanted);
   std::int64_t rows = l1_chunk_will_do ? l1_rows : std::max(l1_rows, (wanted + ow - 1) / ow);
-  const std::int64_t cap = std::max(l1_rows, grown_chunk_points(p, cpu, tile_cols) / ow);
+  std::int64_t cap = std::max(l1_rows, grown_chunk_points(p, cpu, tile_cols) / ow);
+  if (chunks_capped_by_l2(p, plan) && !dw_in_l2) {
+    const std::int64_t l1_cap = cap;
+    cap = std::max<std::int64_t>(p.oh, 1);
+    while (cap > l1_cap && 2.0 * chunk_bytes(p, cap) > kL2Share * static_cast<double>(cpu.l2_bytes)) {
+      --cap;
+    }
+  }
   if (grown_chunks_capped(p, plan) && rows > cap) {
     // Chunks of equal rows: a short last chunk would reload every tile for a few rows.
     const std::int64_t oh = std::max<std::int64_t>(p.oh, 1);

@@ -573,6 +573,25 @@ TEST(IrBatchOperandCopies, AmxPairsOfCrowdedDyArePadded) {
   }
 }
 
+// AMX filter gradients whose f32 partial sums outgrow L2 and whose dy pairs are padded grow
+// their row chunks past the L1 cap, while a pair of images' chunk stays within L2's share:
+// VGG16's 56x56x256 3x3 layer in chunks of 10 rows, not 5; with the partial sums in L2 (r50's
+// 28x28 1x1 from 512 channels to 128) the L1 cap stays. (The chunks are the blocked forms the
+// other tests interpret; only their rows change.)
+TEST(IrReductionBlocking, AmxChunksGrowWhereThePartialSumsLeaveL2) {
+  const TestTarget amx = testing::avx512_bf16_target(true, 2);
+  auto summary = [&](const Geometry& g) {
+    const ConvProblem p =
+        make_problem(g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
+    return lower_and_schedule(p, amx).schedule_summary;
+  };
+  EXPECT_NE(summary({4, 56, 56, 256, 3, 3, 256, 256, 1, 1, 1, 1, Padding::kSame})
+                .find("blk=n,oh10 acc=partial"),
+            std::string::npos);
+  EXPECT_NE(summary({8, 28, 28, 512, 1, 1, 512, 128, 1, 1, 1, 1, Padding::kValid}).find("blk=n,oh10"),
+            std::string::npos);
+}
+
 // Threads that each own a slice of dW (where the filter outweighs the activations) run the
 // schedule of one slice on windows of the op's tensors, each slice with scratch of its own (the
 // NCHW copy of dy, image pairs, widened images, rounding partial sums); where the activations
