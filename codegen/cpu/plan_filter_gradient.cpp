@@ -203,7 +203,8 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
   if (chunks_capped_by_l2(p, plan) && !dw_in_l2) {
     const std::int64_t l1_cap = cap;
     cap = std::max<std::int64_t>(p.oh, 1);
-    while (cap > l1_cap && 2.0 * chunk_bytes(p, cap) > kL2Share * static_cast<double>(cpu.l2_bytes)) {
+    while (cap > l1_cap &&
+           2.0 * chunk_bytes(p, cap) > kL2Share * static_cast<double>(cpu.l2_bytes)) {
       --cap;
     }
   }
@@ -410,7 +411,8 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
     // faster (paired, two Xeon threads; 1x1 and 3x3 layers of 512-2048 output channels
     // 1.05-1.13x, 128-256 channels within the noise). x's copy by channel has its own padding
     // (copy_batch_operands.cpp); vdpbf16ps' pairs (no AMX) are unmeasured and stay unpadded.
-    const bool padded_pairs = plan.batch_copies == BatchCopies::kPairs && plan.input_pairs_by_channel;
+    const bool padded_pairs =
+        plan.batch_copies == BatchCopies::kPairs && plan.input_pairs_by_channel;
     if (plan.batch_copies != BatchCopies::kWiden && plan.batch_copies != BatchCopies::kRestride) {
       plan.x_pixel_padding = 0;
       if (!padded_pairs) plan.y_pixel_padding = 0;

@@ -550,13 +550,22 @@ TEST(IrBatchOperandCopies, AmxPairsOfCrowdedDyArePadded) {
   };
   const Case cases[] = {
       {{2, 6, 6, 64, 3, 3, 64, 128, 1, 1, 1, 1, Padding::kSame}, 2, 64 << 10, "slice=ocx2"},
-      {{2, 40, 40, 32, 3, 3, 32, 128, 1, 1, 1, 1, Padding::kSame}, 2, 1 << 20,
+      {{2, 40, 40, 32, 3, 3, 32, 128, 1, 1, 1, 1, Padding::kSame},
+       2,
+       1 << 20,
        "blk=n,oh20 acc=partial par=slice slice=ocx2"},
-      {{2, 32, 32, 32, 1, 1, 32, 128, 1, 1, 1, 1, Padding::kValid}, 1, 16 << 10, "blk=n acc=partial"},
+      {{2, 32, 32, 32, 1, 1, 32, 128, 1, 1, 1, 1, Padding::kValid},
+       1,
+       16 << 10,
+       "blk=n acc=partial"},
       {{2, 5, 34, 64, 3, 3, 64, 128, 2, 2, 1, 1, Padding::kSame}, 2, 1 << 20, "slice=icx2"},
-      {{4, 6, 6, 128, 3, 3, 128, 128, 1, 1, 1, 1, Padding::kSame}, 2, 32 << 10,
+      {{4, 6, 6, 128, 3, 3, 128, 128, 1, 1, 1, 1, Padding::kSame},
+       2,
+       32 << 10,
        "rdy par=slice slice=ocx2"},
-      {{8, 12, 12, 32, 3, 3, 32, 256, 1, 1, 1, 1, Padding::kSame}, 2, 256 << 10,
+      {{8, 12, 12, 32, 3, 3, 32, 256, 1, 1, 1, 1, Padding::kSame},
+       2,
+       256 << 10,
        "blk=n acc=partial par=slice slice=ocx2"}};
   std::uint64_t seed = 471;
   for (const Case& c : cases) {
@@ -588,8 +597,9 @@ TEST(IrReductionBlocking, AmxChunksGrowWhereThePartialSumsLeaveL2) {
   EXPECT_NE(summary({4, 56, 56, 256, 3, 3, 256, 256, 1, 1, 1, 1, Padding::kSame})
                 .find("blk=n,oh10 acc=partial"),
             std::string::npos);
-  EXPECT_NE(summary({8, 28, 28, 512, 1, 1, 512, 128, 1, 1, 1, 1, Padding::kValid}).find("blk=n,oh10"),
-            std::string::npos);
+  EXPECT_NE(
+      summary({8, 28, 28, 512, 1, 1, 512, 128, 1, 1, 1, 1, Padding::kValid}).find("blk=n,oh10"),
+      std::string::npos);
 }
 
 // Threads that each own a slice of dW (where the filter outweighs the activations) run the

@@ -35,9 +35,9 @@
 // pixels 4*C bytes apart, take the plan's pixel padding where those would crowd a few L1 sets
 // (dyq[slot][pair][pixel * (C + padding) + channel][m], copied pixel by pixel). Each
 // copy walks an image as one run (each image of x and dy lies in one) and stores both members
-// of a pair per element, which the emitter turns into vector interleaves. The copies read each image once,
-// as the tiles did. A batch loop that is itself parallel, tiles that read other images, or an
-// odd unblocked image count keep the widening f32 tiles, and take the widened copies below.
+// of a pair per element, which the emitter turns into vector interleaves. The copies read each
+// image once, as the tiles did. A batch loop that is itself parallel, tiles that read other images,
+// or an odd unblocked image count keep the widening f32 tiles, and take the widened copies below.
 //
 // Without the dot product (bf16 on a CPU without avx512_bf16, f16 everywhere, and bf16 tiles
 // left unpaired on a CPU with it: batch1_3x3, or one image per thread) the same places
@@ -493,11 +493,13 @@ class BatchOperandCopies {
     // dy's padded pairs: [slot][pair][(pixel - window's first) * (C + padding) + channel][member].
     auto padded_member = [&](const Access& a, std::int64_t m) {
       const Buffer& from = buffer(y_);
-      const Affine pixel = a.index[1].numer * (from.strides[1] / from.strides[2]) + a.index[2].numer;
-      const Affine at = (pixel - pixels_of(y_, yw).first) * (from.dims[3] + y_padding_) +
-                        a.index[3].numer;
-      return Access{yq_,
-                    {IndexExpr(slot), IndexExpr(pair), IndexExpr(at), IndexExpr(Affine::constant_of(m))}};
+      const Affine pixel =
+          a.index[1].numer * (from.strides[1] / from.strides[2]) + a.index[2].numer;
+      const Affine at =
+          (pixel - pixels_of(y_, yw).first) * (from.dims[3] + y_padding_) + a.index[3].numer;
+      return Access{
+          yq_,
+          {IndexExpr(slot), IndexExpr(pair), IndexExpr(at), IndexExpr(Affine::constant_of(m))}};
     };
     auto y_member = [&](const Access& a, std::int64_t m) {
       return y_padding_ > 0 ? padded_member(a, m) : member(a, yw, yq_, m);
