@@ -344,7 +344,7 @@ bool choose_output_slices(const ConvProblem& p, CpuPlan& plan) {
   if (threads <= 1 || p.groups != 1 || p.depthwise) return false;
   const auto eb = static_cast<double>(dtype_size(p.dtype));
   const auto acc_bytes = static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
-  const double dw = static_cast<double>(p.kh * p.kw * p.filter_in * p.oc) * acc_bytes;
+  const double dw = accumulated_dw_bytes(p);
   const double x = static_cast<double>(p.n * p.ih * p.iw * p.ic) * eb;
   const double dy = static_cast<double>(p.n * p.oh * p.ow * p.oc) * eb;
   const double t = static_cast<double>(threads);

@@ -492,11 +492,9 @@ class BatchOperandCopies {
     t.a2 = by_channel ? by_channel_member(t.a, 1) : member(t.a, xw, xq_, 1);
     // dy's padded pairs: [slot][pair][(pixel - window's first) * (C + padding) + channel][member].
     auto padded_member = [&](const Access& a, std::int64_t m) {
-      const Buffer& from = buffer(y_);
-      const Affine pixel =
-          a.index[1].numer * (from.strides[1] / from.strides[2]) + a.index[2].numer;
       const Affine at =
-          (pixel - pixels_of(y_, yw).first) * (from.dims[3] + y_padding_) + a.index[3].numer;
+          (pixel_of(a) - pixels_of(y_, yw).first) * (buffer(y_).dims[3] + y_padding_) +
+          a.index[3].numer;
       return Access{
           yq_,
           {IndexExpr(slot), IndexExpr(pair), IndexExpr(at), IndexExpr(Affine::constant_of(m))}};
@@ -843,6 +841,12 @@ class BatchOperandCopies {
     return p;
   }
 
+  /// The pixel within its image (h * W + w) that tile operand `a` reads.
+  Affine pixel_of(const Access& a) const {
+    const Buffer& from = buffer(a.buffer);
+    return a.index[1].numer * (from.strides[1] / from.strides[2]) + a.index[2].numer;
+  }
+
   /// Whether `operand`'s padded copy can address it by pixel and channel: its images' rows
   /// dense in pixels (H and W together), channels contiguous, and every window's moving start
   /// a whole number of pixels.
@@ -918,11 +922,9 @@ class BatchOperandCopies {
                     const Affine& index) {
     Access& a = operand == x_ ? t.a : t.b;
     if (padding_of(operand) > 0) {
-      const Buffer& from = buffer(operand);
-      const Affine pixel = a.index[1].numer * (from.strides[1] / from.strides[2]) + a.index[2].numer;
       a = Access{scratch,
-                 {IndexExpr(slot), IndexExpr(index), IndexExpr(pixel - pixels_of(operand, w).first),
-                  a.index[3]}};
+                 {IndexExpr(slot), IndexExpr(index),
+                  IndexExpr(pixel_of(a) - pixels_of(operand, w).first), a.index[3]}};
       return;
     }
     a = Access{scratch,
