@@ -305,6 +305,27 @@ std::int64_t pixel_padding(std::int64_t channels, std::int64_t bytes, std::int64
   return 0;
 }
 
+// Whether f32 and f64 images are copied with padded pixels (pixel_padding) at all. Each copy
+// is a pass of its own over the operand: read from L3 or memory with the FMAs idle, written to
+// L2 and read back. It pays where the tiles reread a chunk's lines many times: the copies of
+// whole images stay in L2 across every chunk and column block, and a 3x3 filter's taps read
+// each element nine times. Where an image outgrows the copies' budget (half the L2, as
+// copy_budget_bytes), they are made per row chunk, each read by one chunk's tiles; at a 1x1
+// filter's one tap per element, the L1 misses that the padding saves there cost less than the
+// pass. Measured on the Xeon (f32, two threads, the same build with and without the copies):
+// r50's 56x56 1x1 filter gradients 64 -> 256 1.14x without them, 256 -> 64 1.15x, 256 -> 512
+// at stride 2 1.20x, 28x28 512 -> 128 1.08x, ConvNeXt's 56x56 96 -> 384 1.08x; where the images
+// fit the budget the copies stay (14x14 layers 0.91-0.98x without them, 7x7 0.80-0.94x), and
+// on 2x2 and 3x3 filters too (unet 128x128 2x2/2 up-convolution 0.83x without them).
+bool padded_copies_pay(const ConvProblem& p, const ConvProblem& whole, const CpuInfo& cpu) {
+  if (p.kh * p.kw > 1) return true;
+  const auto eb = static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
+  // A slice's copies hold its channels of each pixel (copy_batch_operands.cpp).
+  const double x_image = static_cast<double>(whole.ih * whole.iw * p.ic) * eb;
+  const double dy_image = static_cast<double>(p.oh * p.ow * p.oc) * eb;
+  return std::max(x_image, dy_image) <= kL2Share * static_cast<double>(cpu.l2_bytes);
+}
+
 // Broadcasts per x element at which its widened copy pays: f16 resnet_3x3_s1 71 -> 51 ms on
 // one AVX2 thread, bf16 54 -> 51; resnet_1x1's x, broadcast twice per element, stays.
 bool widening_input_pays(const ConvProblem& p, std::int64_t tile_cols) {
@@ -402,7 +423,8 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
       plan.batch_copies = BatchCopies::kPairs;
     } else if (widens_to_f32(p.dtype, cpu)) {
       plan.batch_copies = BatchCopies::kWiden;
-    } else if (plan.x_pixel_padding > 0 || plan.y_pixel_padding > 0) {
+    } else if ((plan.x_pixel_padding > 0 || plan.y_pixel_padding > 0) &&
+               padded_copies_pay(p, whole, cpu)) {
       plan.batch_copies = BatchCopies::kRestride;
     }
     // AMX's pairs of dy are padded too: a column tile's 16 rows are 16 consecutive pixels of
