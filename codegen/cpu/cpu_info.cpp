@@ -74,6 +74,13 @@ int fma_datapath_bytes(const CpuIdentity& id, int widest_vector_bytes) {
   if (id.amd && (id.family == 0x17 || id.family == 0x19)) return 32;
   return widest_vector_bytes;
 }
+
+/// Bytes per cycle L2 fills into L1: 64 on Intel's cores since Haswell and on Zen 5 (family
+/// 0x1A), 32 on Zen 1-4 (and Hygon's Zen).
+double l2_fill_rate(const CpuIdentity& id) {
+  if (id.intel || (id.amd && id.family >= 0x1A)) return 64;
+  return CpuInfo::kL2BytesPerCycle;
+}
 #endif
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -152,6 +159,7 @@ CpuInfo CpuInfo::host(Isa max_isa) {
     t.has_f16c = cpu_has_f16c();
     const int datapath = fma_datapath_bytes(identity, t.vector_bytes);
     t.fmas_per_cycle = datapath >= t.vector_bytes ? 2 : 1;
+    t.l2_fill_bytes_per_cycle = l2_fill_rate(identity);
     // The last-level cache keeps its default: what a VM reports for it (the whole package's
     // L3 here, where one core's complex has an eighth of it) is not the share a core gets.
     t.l1_bytes = cache_bytes(_SC_LEVEL1_DCACHE_SIZE, kDefaultL1Bytes, 8 << 10, 256 << 10);

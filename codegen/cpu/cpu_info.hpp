@@ -51,6 +51,10 @@ struct CpuInfo {
   // host: what the decisions they feed depend on is their ratio to the FMA rate, which is.
   static constexpr double kL2LatencyCycles = 14, kL3LatencyCycles = 50, kMemoryLatencyCycles = 250;
   static constexpr double kL2BytesPerCycle = 32, kL3BytesPerCycle = 16, kMemoryBytesPerCycle = 8;
+  // Where the ratio itself differs by core: the bytes L2 fills into L1 per cycle, a whole line
+  // on Intel's cores and on Zen 5, half of one on Zen 1-4 (their optimization manuals), which
+  // decides whether a tile's L1 misses hide under its FMAs.
+  double l2_fill_bytes_per_cycle = kL2BytesPerCycle;
 
   /// Whether bfloat16 kernels use vdpbf16ps (paired layouts) rather than widening to f32.
   bool uses_bf16_dot() const { return has_avx512_bf16 && bf16_dot_beats_fma; }

@@ -310,20 +310,32 @@ std::int64_t pixel_padding(std::int64_t channels, std::int64_t bytes, std::int64
 // L2 and read back. It pays where the tiles reread a chunk's lines many times: the copies of
 // whole images stay in L2 across every chunk and column block, and a 3x3 filter's taps read
 // each element nine times. Where an image outgrows the copies' budget (half the L2, as
-// copy_budget_bytes), they are made per row chunk, each read by one chunk's tiles; at a 1x1
-// filter's one tap per element, the L1 misses that the padding saves there cost less than the
-// pass. Measured on the Xeon (f32, two threads, the same build with and without the copies):
-// r50's 56x56 1x1 filter gradients 64 -> 256 1.14x without them, 256 -> 64 1.15x, 256 -> 512
-// at stride 2 1.20x, 28x28 512 -> 128 1.08x, ConvNeXt's 56x56 96 -> 384 1.08x; where the images
-// fit the budget the copies stay (14x14 layers 0.91-0.98x without them, 7x7 0.80-0.94x), and
-// on 2x2 and 3x3 filters too (unet 128x128 2x2/2 up-convolution 0.83x without them).
-bool padded_copies_pay(const ConvProblem& p, const ConvProblem& whole, const CpuInfo& cpu) {
+// copy_budget_bytes) they are made per row chunk, each read by one chunk's tiles, and at a 1x1
+// filter's one tap per element what the padding saves is the L1 misses of that chunk's reuse,
+// served from L2: with a column block's dy lines and a pixel's x line per reduce point coming
+// from L2, they hide under the FMAs where L2 fills them in at most half its rate. There the
+// copies go. Measured on the Xeon (64 bytes a cycle; f32, two threads, paired against the
+// copies): r50's 56x56 1x1 filter gradients 64 -> 256 1.12x, 256 -> 64 1.14x, 256 -> 512 at
+// stride 2 1.15x, 28x28 512 -> 128 1.06x, ConvNeXt's 56x56 96 -> 384 1.12x, three layers in no
+// suite 1.06-1.18x; AVX2 code 0.97-1.10x. Zen 3 (32 bytes a cycle) had measured the copy of
+// r50's 64 -> 256 dy at 1.23x its tiles' L2 misses, and keeps it. With whole images in the
+// budget the copies stay everywhere (the Xeon's 14x14 layers 0.91-0.98x without them, 7x7
+// 0.80-0.94x), as on 2x2 and 3x3 filters (unet 128x128 2x2/2 up-convolution 0.83x without).
+bool padded_copies_pay(const ConvProblem& p, const ConvProblem& whole, const CpuPlan& plan) {
+  constexpr double kL2FillShare = 0.5;
   if (p.kh * p.kw > 1) return true;
-  const auto eb = static_cast<double>(dtype_size(ir::accumulator_dtype(p.dtype)));
+  const CpuInfo& cpu = plan.cpu;
+  const std::int64_t eb = dtype_size(ir::accumulator_dtype(p.dtype));
   // A slice's copies hold its channels of each pixel (copy_batch_operands.cpp).
-  const double x_image = static_cast<double>(whole.ih * whole.iw * p.ic) * eb;
-  const double dy_image = static_cast<double>(p.oh * p.ow * p.oc) * eb;
-  return std::max(x_image, dy_image) <= kL2Share * static_cast<double>(cpu.l2_bytes);
+  const auto x_image = static_cast<double>(whole.ih * whole.iw * p.ic * eb);
+  const auto dy_image = static_cast<double>(p.oh * p.ow * p.oc * eb);
+  if (std::max(x_image, dy_image) <= kL2Share * static_cast<double>(cpu.l2_bytes)) return true;
+  const TileShape tile = modelled_tile(p, plan);
+  const double lines = static_cast<double>(
+      (tile.cols * eb + CpuInfo::kCacheLineBytes - 1) / CpuInfo::kCacheLineBytes + 1);
+  const double bytes_per_cycle = lines * static_cast<double>(CpuInfo::kCacheLineBytes) /
+                                 plan.tiles.cycles_per_reduce_point(tile);
+  return bytes_per_cycle > kL2FillShare * cpu.l2_fill_bytes_per_cycle;
 }
 
 // Broadcasts per x element at which its widened copy pays: f16 resnet_3x3_s1 71 -> 51 ms on
@@ -424,7 +436,7 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
     } else if (widens_to_f32(p.dtype, cpu)) {
       plan.batch_copies = BatchCopies::kWiden;
     } else if ((plan.x_pixel_padding > 0 || plan.y_pixel_padding > 0) &&
-               padded_copies_pay(p, whole, cpu)) {
+               padded_copies_pay(p, whole, plan)) {
       plan.batch_copies = BatchCopies::kRestride;
     }
     // AMX's pairs of dy are padded too: a column tile's 16 rows are 16 consecutive pixels of

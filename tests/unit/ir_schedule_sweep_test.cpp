@@ -537,36 +537,41 @@ TEST(IrBatchOperandCopies, CrowdedPixelsAreCopiedWithPadding) {
 }
 
 // A 1x1 filter gradient whose x or dy image outgrows the copies' budget (half the L2, where
-// the copies would go per row chunk) reads the tensors themselves: at one tap per element the
-// padding saves less than the copy's pass costs. The same layer on a core whose L2 holds its
-// images keeps the padded copies, as do 3x3 filters (the test above). Every nest, threaded,
-// matches the reference.
-TEST(IrBatchOperandCopies, OneByOneImagesPastTheCopyBudgetAreNotCopied) {
+// the copies would go per row chunk) reads the tensors themselves on a core whose L2 fills L1
+// a line a cycle: the tiles' L1 misses at one tap per element hide under the FMAs there. At
+// half a line a cycle (Zen 1-4), or where the images fit the budget, the padded copies stay,
+// as they do for 3x3 filters (the test above). Every nest, threaded, matches the reference.
+TEST(IrBatchOperandCopies, OneByOneImagesPastTheCopyBudgetAreNotCopiedWhereL2FillsFast) {
   struct Case {
     Geometry g;
     DType dtype;
     int threads;
     std::int64_t l2_bytes;
+    double l2_fill_bytes_per_cycle;
     bool copied;
   };
   const Case cases[] = {
       // x 128 KiB and dy 256 KiB an image.
       {{2, 16, 16, 128, 1, 1, 128, 256, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 1,
-       64 << 10, false},
+       64 << 10, 64, false},
       {{2, 16, 16, 128, 1, 1, 128, 256, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 1,
-       1 << 20, true},
+       64 << 10, 32, true},
+      {{2, 16, 16, 128, 1, 1, 128, 256, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 1,
+       1 << 20, 64, true},
       // Stride 2: x's window is its whole image; f64 images twice the bytes.
       {{4, 12, 12, 128, 1, 1, 128, 256, 2, 2, 1, 1, Padding::kValid}, DType::kFloat32, 2,
-       64 << 10, false},
+       64 << 10, 64, false},
       {{2, 6, 6, 128, 1, 1, 128, 64, 1, 1, 1, 1, Padding::kValid}, DType::kFloat64, 2, 64 << 10,
-       false},
+       64, false},
       {{2, 6, 6, 128, 1, 1, 128, 64, 1, 1, 1, 1, Padding::kValid}, DType::kFloat64, 2, 1 << 20,
-       true}};
+       64, true}};
   std::uint64_t seed = 977;
   for (const Case& c : cases) {
     const ConvProblem p =
         make_problem(c.g, ConvDirection::kBackpropFilter, c.dtype, DataFormat::kNHWC);
-    const LoopNest nest = lower_and_schedule(p, avx2_target(c.threads, c.l2_bytes));
+    TestTarget target = avx2_target(c.threads, c.l2_bytes);
+    target.l2_fill_bytes_per_cycle = c.l2_fill_bytes_per_cycle;
+    const LoopNest nest = lower_and_schedule(p, target);
     const std::string text = print(nest);
     SCOPED_TRACE(text);
     const bool rs = nest.schedule_summary.find(" rs") != std::string::npos;
