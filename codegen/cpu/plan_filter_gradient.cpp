@@ -83,6 +83,25 @@ TileShape modelled_tile(const ConvProblem& p, const CpuPlan& plan) {
   return plan.tiles.choose(TileForm::kOuterProduct, p.filter_in, p.oc, p.n * p.oh * p.ow);
 }
 
+// Whether L2 alone feeds the tiles of `p`'s f32 or f64 vector schedule: a column block's tile
+// reads its slice of a dy pixel and a line of x per reduce point (column_block_point_bytes),
+// and where those bytes take no more than half the rate at which L2 fills L1 in the tile's FMA
+// cycles, its L1 misses hide under the FMAs. 64 bytes a cycle (Intel, Zen 5) feed AVX-512's
+// r6x64 tile (320 bytes in 12 cycles) and AVX2's r3x32 (192 in 6); 32 (Zen 1-4) feed neither.
+// (Growing the chunks past their L1 cap there too measured 1.02x over 14 layers, 0.97-1.08x:
+// not taken.)
+bool l2_feeds_the_tiles(const ConvProblem& p, const CpuPlan& plan) {
+  constexpr double kL2FillShare = 0.5;
+  if (ir::accumulator_dtype(p.dtype) != p.dtype || plan.input_pairs_by_channel ||
+      plan.cpu.vector_bytes == 0) {
+    return false;
+  }
+  const TileShape tile = modelled_tile(p, plan);
+  const double bytes_per_cycle = static_cast<double>(column_block_point_bytes(p, tile.cols)) /
+                                 plan.tiles.cycles_per_reduce_point(tile);
+  return bytes_per_cycle <= kL2FillShare * plan.cpu.l2_fill_bytes_per_cycle;
+}
+
 // Row blocks of AMX tiles that must reread a column block's dy slice for the cap to pay.
 constexpr std::int64_t kAmxCappedRowBlocks = 8;
 
@@ -311,31 +330,25 @@ std::int64_t pixel_padding(std::int64_t channels, std::int64_t bytes, std::int64
 // whole images stay in L2 across every chunk and column block, and a 3x3 filter's taps read
 // each element nine times. Where an image outgrows the copies' budget (half the L2, as
 // copy_budget_bytes) they are made per row chunk, each read by one chunk's tiles, and at a 1x1
-// filter's one tap per element what the padding saves is the L1 misses of that chunk's reuse,
-// served from L2: with a column block's dy lines and a pixel's x line per reduce point coming
-// from L2, they hide under the FMAs where L2 fills them in at most half its rate. There the
-// copies go. Measured on the Xeon (64 bytes a cycle; f32, two threads, paired against the
-// copies): r50's 56x56 1x1 filter gradients 64 -> 256 1.12x, 256 -> 64 1.14x, 256 -> 512 at
-// stride 2 1.15x, 28x28 512 -> 128 1.06x, ConvNeXt's 56x56 96 -> 384 1.12x, three layers in no
-// suite 1.06-1.18x; AVX2 code 0.97-1.10x. Zen 3 (32 bytes a cycle) had measured the copy of
-// r50's 64 -> 256 dy at 1.23x its tiles' L2 misses, and keeps it. With whole images in the
-// budget the copies stay everywhere (the Xeon's 14x14 layers 0.91-0.98x without them, 7x7
-// 0.80-0.94x), as on 2x2 and 3x3 filters (unet 128x128 2x2/2 up-convolution 0.83x without).
+// filter's one tap per element what the padding saves is that chunk's L1 misses: where L2
+// feeds the tiles (l2_feeds_the_tiles) the copies go. Measured on the Xeon (f32, two threads,
+// paired against the copies): r50's 56x56 1x1 filter gradients 64 -> 256 1.12x, 256 -> 64
+// 1.14x, 256 -> 512 at stride 2 1.15x, 28x28 512 -> 128 1.06x, ConvNeXt's 56x56 96 -> 384
+// 1.12x, three layers in no suite 1.06-1.18x; AVX2 code 0.97-1.10x. Zen 3 (32 bytes a cycle)
+// had measured the copy of r50's 64 -> 256 dy at 1.23x its tiles' L2 misses, and keeps it.
+// With whole images in the budget the copies stay everywhere (the Xeon's 14x14 layers
+// 0.91-0.98x without them, 7x7 0.80-0.94x), as on 2x2 and 3x3 filters (unet 128x128 2x2/2
+// up-convolution 0.83x without).
 bool padded_copies_pay(const ConvProblem& p, const ConvProblem& whole, const CpuPlan& plan) {
-  constexpr double kL2FillShare = 0.5;
   if (p.kh * p.kw > 1) return true;
-  const CpuInfo& cpu = plan.cpu;
   const std::int64_t eb = dtype_size(ir::accumulator_dtype(p.dtype));
   // A slice's copies hold its channels of each pixel (copy_batch_operands.cpp).
   const auto x_image = static_cast<double>(whole.ih * whole.iw * p.ic * eb);
   const auto dy_image = static_cast<double>(p.oh * p.ow * p.oc * eb);
-  if (std::max(x_image, dy_image) <= kL2Share * static_cast<double>(cpu.l2_bytes)) return true;
-  const TileShape tile = modelled_tile(p, plan);
-  const double lines = static_cast<double>(
-      (tile.cols * eb + CpuInfo::kCacheLineBytes - 1) / CpuInfo::kCacheLineBytes + 1);
-  const double bytes_per_cycle = lines * static_cast<double>(CpuInfo::kCacheLineBytes) /
-                                 plan.tiles.cycles_per_reduce_point(tile);
-  return bytes_per_cycle > kL2FillShare * cpu.l2_fill_bytes_per_cycle;
+  if (std::max(x_image, dy_image) <= kL2Share * static_cast<double>(plan.cpu.l2_bytes)) {
+    return true;
+  }
+  return !l2_feeds_the_tiles(p, plan);
 }
 
 // Broadcasts per x element at which its widened copy pays: f16 resnet_3x3_s1 71 -> 51 ms on
