@@ -632,6 +632,46 @@ TEST(IrBatchOperandCopies, AmxPairsOfCrowdedDyArePadded) {
   }
 }
 
+// AMX's copy of x's pairs by channel stages one row of x at a time: each row's pair is
+// interleaved into xq just before the transposing copy reads it back, so xq holds one row,
+// never the window's pair. Where the window's copy ends inside its last row (an input-channel
+// slice's window ends at its last pixel's slice), that row has a loop of its own staging only
+// the copied part. Unblocked, per row chunk and sliced forms; each nest, threaded, matches the
+// reference.
+TEST(IrBatchOperandCopies, AmxPairsByChannelAreStagedRowByRow) {
+  struct Case {
+    Geometry g;
+    int threads;
+    std::int64_t l2_bytes;
+    bool partial_last_row;
+  };
+  const Case cases[] = {
+      {{4, 10, 20, 32, 3, 3, 32, 64, 1, 1, 1, 1, Padding::kSame}, 2, 1 << 20, false},
+      {{2, 40, 24, 32, 3, 3, 32, 128, 1, 1, 1, 1, Padding::kSame}, 1, 64 << 10, false},
+      {{2, 9, 20, 64, 3, 3, 64, 64, 2, 2, 1, 1, Padding::kSame}, 2, 8 << 10, true},
+      {{4, 6, 18, 64, 1, 1, 64, 32, 1, 1, 1, 1, Padding::kValid}, 2, 16 << 10, true}};
+  std::uint64_t seed = 983;
+  for (const Case& c : cases) {
+    const ConvProblem p =
+        make_problem(c.g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
+    TestTarget amx = testing::avx512_bf16_target(true, c.threads);
+    amx.l2_bytes = c.l2_bytes;
+    const LoopNest nest = lower_and_schedule(p, amx);
+    const std::string text = print(nest);
+    SCOPED_TRACE(text);
+    ASSERT_NE(nest.schedule_summary.find("dp2t"), std::string::npos) << nest.schedule_summary;
+    const Buffer& x = nest.buffers[static_cast<std::size_t>(nest.buffer_of_kind(BufferKind::kX))];
+    for (const Buffer& b : nest.buffers) {
+      if (b.name == "xq") EXPECT_EQ(b.dims[b.dims.size() - 2], x.strides[1]);  // one row
+    }
+    // The last row's own loop starts past the first row.
+    EXPECT_EQ(std::regex_search(
+                  text, std::regex(R"(for xg\w* in \[[1-9][0-9]*, [0-9]+\) "pairs by channel")")),
+              c.partial_last_row);
+    expect_filter_gradient_matches(p, nest, c.threads, seed++);
+  }
+}
+
 // AMX filter gradients whose f32 partial sums outgrow L2 and whose dy pairs are padded grow
 // their row chunks past the L1 cap, while a pair of images' chunk stays within L2's share:
 // VGG16's 56x56x256 3x3 layer in chunks of 10 rows, not 5; with the partial sums in L2 (r50's

@@ -570,6 +570,45 @@ class BatchOperandCopies {
     return whole;
   }
 
+  /// Whether x's pairs by channel are staged group by group: each group of the window
+  /// interleaved into xq just before its transposing copy reads it back, so xq holds one
+  /// group (a row of x, a few KiB, read back from L1) rather than the window's pair, which
+  /// took two more passes over L2 and, beside xqc and dy's pairs, pushed the scratch past L2
+  /// (ResNet-50's 56x56 layers: 800 KiB more per thread). The copy of x was half of those
+  /// layers' time, more than the tiles' (measured by leaving it out). Paired on two Xeon
+  /// threads over the 28 bfloat16 filter gradients it changed: 1.05x, 0.98-1.19x (r50's 56x56
+  /// 64 -> 64 1x1 1.19x, 56x56 3x3/2 and 1x1/2 1.16x, unet's 128x128 2x2/2 1.12x).
+  bool stages_groups(const Window& w, bool by_channel) const {
+    return by_channel && group_elements(w) < w.extent;
+  }
+  /// Elements of xq one copy of window `w` takes: a group, or the window.
+  std::int64_t staged_extent(const Window& w, bool by_channel) const {
+    return stages_groups(w, by_channel) ? group_elements(w) : w.extent;
+  }
+  /// The first `count` elements of group `g` (a loop variable) of window `w` of images
+  /// `first` and `first + 1` interleaved into xq[slot][0].
+  Stmt interleave_group(const Window& w, VarId g, std::int64_t count, const Affine& first,
+                        const Affine& second, const Affine& slot) {
+    Loop l;
+    l.var = nest_.new_var("qx");
+    l.end = count;
+    const IndexExpr zero(Affine::constant_of(0));
+    const Affine members[2] = {first, second};
+    for (std::int64_t m = 0; m < 2; ++m) {
+      Store s;
+      s.dst = Access{xq_,
+                     {IndexExpr(slot), zero, IndexExpr(Affine::var(l.var)),
+                      IndexExpr(Affine::constant_of(m))}};
+      s.has_src = true;
+      s.src =
+          Access{x_,
+                 {IndexExpr(members[m]), zero, zero,
+                  IndexExpr(w.element(Affine::var(g, group_elements(w)) + Affine::var(l.var)))}};
+      l.body.push_back(Stmt{std::move(s)});
+    }
+    return Stmt{std::move(l)};
+  }
+
   /// x's copies at one place: its window `w` of images `first` and `first + 1` interleaved
   /// into xq[slot][pair]; by channel, into xq[slot][0] and that transposed into xc[slot][pair]
   /// group by group: per channel the group's pixels' pairs, one loop over the channels around
@@ -579,8 +618,31 @@ class BatchOperandCopies {
                              const Affine& slot, const Affine& pair, bool by_channel) {
     std::vector<Stmt> out;
     const Affine staged = by_channel ? Affine::constant_of(0) : pair;
-    out.push_back(interleave(x_, xq_, w, first, second, slot, staged, "qx"));
+    const bool per_group = stages_groups(w, by_channel);
+    if (!per_group) out.push_back(interleave(x_, xq_, w, first, second, slot, staged, "qx"));
     if (!by_channel) return out;
+    const std::int64_t group = group_elements(w), groups = w.extent / group;
+    // Staged group by group, the last group may be copied in part (the window's copied extent
+    // ends inside it): its own loop stages only that part.
+    const std::int64_t last_part = w.copied() - (groups - 1) * group;
+    if (!per_group || last_part == group) {
+      out.push_back(
+          by_channel_groups(w, 0, groups, per_group ? group : 0, first, second, slot, pair));
+    } else {
+      if (groups > 1) {
+        out.push_back(by_channel_groups(w, 0, groups - 1, group, first, second, slot, pair));
+      }
+      out.push_back(by_channel_groups(w, groups - 1, groups, last_part, first, second, slot, pair));
+    }
+    return out;
+  }
+
+  /// The loop over groups [begin, end) of window `w` copied by channel into xc[slot][pair],
+  /// from the pair of the window in xq[slot][0] or, where `staged` > 0, from each group's
+  /// first `staged` elements interleaved into xq[slot][0] just before.
+  Stmt by_channel_groups(const Window& w, std::int64_t begin, std::int64_t end, std::int64_t staged,
+                         const Affine& first, const Affine& second, const Affine& slot,
+                         const Affine& pair) {
     const std::int64_t channels = buffer(x_).strides[2], group = group_elements(w);
     const std::int64_t pixels = group / channels, stride = channel_stride(w);
     // Per row, the columns of each residue mod the column stride together (one residue, all
@@ -588,8 +650,10 @@ class BatchOperandCopies {
     const std::int64_t residues = by_row_ ? stride_ : 1;
     Loop g;
     g.var = nest_.new_var("xg");
-    g.end = w.extent / group;
+    g.begin = begin;
+    g.end = end;
     g.label = "pairs by channel";
+    if (staged > 0) g.body.push_back(interleave_group(w, g.var, staged, first, second, slot));
     for (std::int64_t r = 0; r < residues; ++r) {
       const std::int64_t columns = by_row_ ? ceil_div(pixels - r, stride_) : pixels;
       if (columns <= 0) continue;
@@ -609,8 +673,8 @@ class BatchOperandCopies {
                          IndexExpr(Affine::constant_of(m))}};
         st.has_src = true;
         st.src = Access{xq_,
-                        {IndexExpr(slot), IndexExpr(staged),
-                         IndexExpr(Affine::var(g.var, group) +
+                        {IndexExpr(slot), IndexExpr(Affine::constant_of(0)),
+                         IndexExpr(Affine::var(g.var, staged > 0 ? 0 : group) +
                                    Affine::var(px.var, residues * channels) + Affine::var(c.var) +
                                    r * channels),
                          IndexExpr(Affine::constant_of(m))}};
@@ -619,8 +683,7 @@ class BatchOperandCopies {
       c.body.push_back(Stmt{std::move(px)});
       g.body.push_back(Stmt{std::move(c)});
     }
-    out.push_back(Stmt{std::move(g)});
-    return out;
+    return Stmt{std::move(g)};
   }
 
   /// At a column stride above 1 the copy by channel keeps each residue's columns of a row
@@ -702,7 +765,9 @@ class BatchOperandCopies {
     if (by_channel) {
       for (const Window& w : xp.copied()) xc_extent = std::max(xc_extent, by_channel_extent(w));
     }
-    reserve(slots, 1, xp.largest(), y_pairs_extent(yp), xc_extent);
+    std::int64_t x_staged = 0;
+    for (const Window& w : xp.copied()) x_staged = std::max(x_staged, staged_extent(w, by_channel));
+    reserve(slots, 1, x_staged, y_pairs_extent(yp), xc_extent);
     const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
     Loop pairs;
     pairs.var = nest_.new_var("np");
@@ -780,7 +845,8 @@ class BatchOperandCopies {
     const bool by_channel = xw_pixels.has_value();
     if (by_channel) xw = *xw_pixels;
     const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
-    reserve(slots, len / 2, xw.extent, y_pairs_extent(yw), by_channel ? by_channel_extent(xw) : 0);
+    reserve(slots, len / 2, staged_extent(xw, by_channel), y_pairs_extent(yw),
+            by_channel ? by_channel_extent(xw) : 0);
     const Affine slot = slot_of(slot_loop);
     Loop pairs;
     pairs.var = nest_.new_var("np");
