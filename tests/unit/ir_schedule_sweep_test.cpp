@@ -354,6 +354,13 @@ TestTarget avx2_target(int threads, std::int64_t l2_bytes) {
   return t;
 }
 
+// `p` scheduled for the AMX test core with `threads` threads and an L2 of `l2_bytes`.
+LoopNest amx_schedule(const ConvProblem& p, int threads, std::int64_t l2_bytes) {
+  TestTarget amx = testing::avx512_bf16_target(true, threads);
+  amx.l2_bytes = l2_bytes;
+  return lower_and_schedule(p, amx);
+}
+
 // How many elements of an image of dy a slot's copy holds (the pair or widened scratch).
 std::int64_t copied_dy_extent(const LoopNest& nest) {
   for (const Buffer& b : nest.buffers) {
@@ -621,9 +628,7 @@ TEST(IrBatchOperandCopies, AmxPairsOfCrowdedDyArePadded) {
   for (const Case& c : cases) {
     const ConvProblem p =
         make_problem(c.g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
-    TestTarget amx = testing::avx512_bf16_target(true, c.threads);
-    amx.l2_bytes = c.l2_bytes;
-    const LoopNest nest = lower_and_schedule(p, amx);
+    const LoopNest nest = amx_schedule(p, c.threads, c.l2_bytes);
     const std::string text = print(nest);
     SCOPED_TRACE(text);
     EXPECT_NE(nest.schedule_summary.find(c.tokens), std::string::npos) << nest.schedule_summary;
@@ -654,9 +659,7 @@ TEST(IrBatchOperandCopies, AmxPairsByChannelAreStagedRowByRow) {
   for (const Case& c : cases) {
     const ConvProblem p =
         make_problem(c.g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
-    TestTarget amx = testing::avx512_bf16_target(true, c.threads);
-    amx.l2_bytes = c.l2_bytes;
-    const LoopNest nest = lower_and_schedule(p, amx);
+    const LoopNest nest = amx_schedule(p, c.threads, c.l2_bytes);
     const std::string text = print(nest);
     SCOPED_TRACE(text);
     ASSERT_NE(nest.schedule_summary.find("dp2t"), std::string::npos) << nest.schedule_summary;
