@@ -334,8 +334,9 @@ std::int64_t pixel_padding(std::int64_t channels, std::int64_t bytes, std::int64
 // feeds the tiles (l2_feeds_the_tiles) the copies go. Measured on the Xeon (f32, two threads,
 // paired against the copies): r50's 56x56 1x1 filter gradients 64 -> 256 1.12x, 256 -> 64
 // 1.14x, 256 -> 512 at stride 2 1.15x, 28x28 512 -> 128 1.06x, ConvNeXt's 56x56 96 -> 384
-// 1.12x, three layers in no suite 1.06-1.18x; AVX2 code 0.97-1.10x. Zen 3 (32 bytes a cycle)
-// had measured the copy of r50's 64 -> 256 dy at 1.23x its tiles' L2 misses, and keeps it.
+// 1.12x, three layers in no suite 1.06-1.18x; AVX2 code 0.97-1.10x. Zen 3 (32 bytes a cycle),
+// where the padded copy of r50's 64 -> 256 dy had measured 1.23x against the tiles reading dy
+// itself, keeps it.
 // With whole images in the budget the copies stay everywhere (the Xeon's 14x14 layers
 // 0.91-0.98x without them, 7x7 0.80-0.94x), as on 2x2 and 3x3 filters (unet 128x128 2x2/2
 // up-convolution 0.83x without).

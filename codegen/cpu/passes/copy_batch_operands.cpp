@@ -610,10 +610,11 @@ class BatchOperandCopies {
   }
 
   /// x's copies at one place: its window `w` of images `first` and `first + 1` interleaved
-  /// into xq[slot][pair]; by channel, into xq[slot][0] and that transposed into xc[slot][pair]
-  /// group by group: per channel the group's pixels' pairs, one loop over the channels around
-  /// one over the pixels (the emitter's transposing copy moves 8x8 blocks of pairs through
-  /// registers). xq then holds one pair on its way, whatever the pairs xc holds.
+  /// into xq[slot][pair]; by channel, into xq[slot][0] (group by group where stages_groups,
+  /// else the whole window) and that transposed into xc[slot][pair] group by group: per
+  /// channel the group's pixels' pairs, one loop over the channels around one over the pixels
+  /// (the emitter's transposing copy moves 8x8 blocks of pairs through registers). xq then
+  /// holds one group or one pair on its way, whatever the pairs xc holds.
   std::vector<Stmt> x_copies(const Window& w, const Affine& first, const Affine& second,
                              const Affine& slot, const Affine& pair, bool by_channel) {
     std::vector<Stmt> out;
