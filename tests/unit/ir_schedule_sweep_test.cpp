@@ -354,11 +354,18 @@ TestTarget avx2_target(int threads, std::int64_t l2_bytes) {
   return t;
 }
 
-// `p` scheduled for the AMX test core with `threads` threads and an L2 of `l2_bytes`.
-LoopNest amx_schedule(const ConvProblem& p, int threads, std::int64_t l2_bytes) {
+// A bfloat16 NHWC filter gradient of `g` and its schedule for the AMX test core with
+// `threads` threads and an L2 of `l2_bytes`.
+struct AmxFilterGradient {
+  ConvProblem problem;
+  LoopNest nest;
+};
+AmxFilterGradient amx_filter_gradient(const Geometry& g, int threads, std::int64_t l2_bytes) {
   TestTarget amx = testing::avx512_bf16_target(true, threads);
   amx.l2_bytes = l2_bytes;
-  return lower_and_schedule(p, amx);
+  const ConvProblem p =
+      make_problem(g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
+  return {p, lower_and_schedule(p, amx)};
 }
 
 // How many elements of an image of dy a slot's copy holds (the pair or widened scratch).
@@ -626,9 +633,7 @@ TEST(IrBatchOperandCopies, AmxPairsOfCrowdedDyArePadded) {
        "blk=n acc=partial par=slice slice=ocx2"}};
   std::uint64_t seed = 471;
   for (const Case& c : cases) {
-    const ConvProblem p =
-        make_problem(c.g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
-    const LoopNest nest = amx_schedule(p, c.threads, c.l2_bytes);
+    const auto [p, nest] = amx_filter_gradient(c.g, c.threads, c.l2_bytes);
     const std::string text = print(nest);
     SCOPED_TRACE(text);
     EXPECT_NE(nest.schedule_summary.find(c.tokens), std::string::npos) << nest.schedule_summary;
@@ -657,9 +662,7 @@ TEST(IrBatchOperandCopies, AmxPairsByChannelAreStagedRowByRow) {
       {{4, 6, 18, 64, 1, 1, 64, 32, 1, 1, 1, 1, Padding::kValid}, 2, 16 << 10, true}};
   std::uint64_t seed = 983;
   for (const Case& c : cases) {
-    const ConvProblem p =
-        make_problem(c.g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
-    const LoopNest nest = amx_schedule(p, c.threads, c.l2_bytes);
+    const auto [p, nest] = amx_filter_gradient(c.g, c.threads, c.l2_bytes);
     const std::string text = print(nest);
     SCOPED_TRACE(text);
     ASSERT_NE(nest.schedule_summary.find("dp2t"), std::string::npos) << nest.schedule_summary;

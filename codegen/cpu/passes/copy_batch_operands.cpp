@@ -585,28 +585,14 @@ class BatchOperandCopies {
   std::int64_t staged_extent(const Window& w, bool by_channel) const {
     return stages_groups(w, by_channel) ? group_elements(w) : w.extent;
   }
-  /// The first `count` elements of group `g` (a loop variable) of window `w` of images
-  /// `first` and `first + 1` interleaved into xq[slot][0].
-  Stmt interleave_group(const Window& w, VarId g, std::int64_t count, const Affine& first,
-                        const Affine& second, const Affine& slot) {
-    Loop l;
-    l.var = nest_.new_var("qx");
-    l.end = count;
-    const IndexExpr zero(Affine::constant_of(0));
-    const Affine members[2] = {first, second};
-    for (std::int64_t m = 0; m < 2; ++m) {
-      Store s;
-      s.dst = Access{xq_,
-                     {IndexExpr(slot), zero, IndexExpr(Affine::var(l.var)),
-                      IndexExpr(Affine::constant_of(m))}};
-      s.has_src = true;
-      s.src =
-          Access{x_,
-                 {IndexExpr(members[m]), zero, zero,
-                  IndexExpr(w.element(Affine::var(g, group_elements(w)) + Affine::var(l.var)))}};
-      l.body.push_back(Stmt{std::move(s)});
-    }
-    return Stmt{std::move(l)};
+  /// Group `g` (a loop variable) of window `w` as a window of its own, of which the copy reads
+  /// the first `count` elements.
+  Window group_window(const Window& w, VarId g, std::int64_t count) const {
+    Window one = w;
+    one.base = w.base + Affine::var(g, group_elements(w));
+    one.extent = group_elements(w);
+    one.copy_extent = count;
+    return one;
   }
 
   /// x's copies at one place: its window `w` of images `first` and `first + 1` interleaved
@@ -654,7 +640,10 @@ class BatchOperandCopies {
     g.begin = begin;
     g.end = end;
     g.label = "pairs by channel";
-    if (staged > 0) g.body.push_back(interleave_group(w, g.var, staged, first, second, slot));
+    if (staged > 0) {
+      g.body.push_back(interleave(x_, xq_, group_window(w, g.var, staged), first, second, slot,
+                                  Affine::constant_of(0), "qx"));
+    }
     for (std::int64_t r = 0; r < residues; ++r) {
       const std::int64_t columns = by_row_ ? ceil_div(pixels - r, stride_) : pixels;
       if (columns <= 0) continue;
