@@ -266,7 +266,7 @@ bool Emitter::emit_amx_tile(const ir::Tile& t, const AccessInfo& a, const Access
         }
         // The stores of a partial last column block read k1 as its mask.
         if (tail < vl) set_mask(tail);
-        emit_tile_stores(t, c, tail == vl, stores, t1, t2);
+        emit_tile_stores(t, c, tail == vl, group.col_blocks * vl, stores, t1, t2);
       }
     }
   }

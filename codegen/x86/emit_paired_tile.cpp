@@ -125,7 +125,7 @@ void Emitter::emit_paired_tile(const ir::Tile& t) {
           stores.push_back({acc_reg(r, v), ref_of(c, r, v, r8)});
         }
       }
-      emit_tile_stores(t, c, tail == vl, stores, t1, t2);
+      emit_tile_stores(t, c, tail == vl, vg * vl, stores, t1, t2);
     }
   }
   release_reduce_counters(t);

@@ -161,7 +161,7 @@ bool Emitter::emit_sliding_tile(const ir::Tile& tile, const AccessInfo& a, const
           stores.push_back({acc_reg(r, v), ref(c, r * c.row_coef, v, 0, r8)});
         }
       }
-      emit_tile_stores(t, c, tail == vl, stores, nregs - 1, nregs - 2);
+      emit_tile_stores(t, c, tail == vl, vg * vl, stores, nregs - 1, nregs - 2);
     }
   }
   release_reduce_counters(t);

@@ -87,11 +87,17 @@ class Emitter : public Xbyak::CodeGenerator {
     int acc;
     VecRef ref;
   };
-  // A tile's accumulators written back to `c` (t1, t2 temporaries): when the tile streams and
-  // all its vectors are whole, past the caches if the output pointer r8 starts a cache line at
-  // run time and plainly otherwise.
+  // A tile's accumulators written back to `c` (t1, t2 temporaries), from a group of
+  // `group_cols` of its columns (the tile's columns run group after group, each over all its
+  // rows): when the tile streams, all its vectors are whole and streaming keeps its lines
+  // whole (streams_whole_lines), past the caches if the output pointer r8 starts a cache line
+  // at run time and plainly otherwise.
   void emit_tile_stores(const ir::Tile& t, const AccessInfo& c, bool whole_vectors,
-                        const std::vector<TileStore>& stores, int t1, int t2);
+                        std::int64_t group_cols, const std::vector<TileStore>& stores, int t1,
+                        int t2);
+  // Whether non-temporal stores suit `t` written in column groups of `group_cols` columns:
+  // each group writes whole lines, or the rows are few (see emit_tile.cpp).
+  static bool streams_whole_lines(const ir::Tile& t, const AccessInfo& c, std::int64_t group_cols);
 
   // ---- a tile's reduction loops (emit_reduce.cpp)
   // Innermost reduce loops of at most this many iterations are unrolled whole.

@@ -464,6 +464,51 @@ TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
   }
 }
 
+// Non-temporal stores only where they write whole lines: a tile whose column groups are
+// narrower than a line (AVX2's half-line vectors, one per row group beside a 7x7 filter's
+// taps) leaves every row's line part-written until the next group, and those lines leave the
+// write-combining buffers as partial writes. The 7x7 depthwise input gradient's whole-width
+// rows (16 channels: two groups of one vector) store plainly in AVX2 code, 56 rows or 8, and
+// stream in AVX-512 code (a vector per line); 2 such rows stream in both.
+TEST(X86CodegenText, TilesStreamOnlyGroupsOfWholeLines) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  auto depthwise = [](DType dtype, std::int64_t hw, std::int64_t c, std::int64_t k,
+                      std::int64_t stride) {
+    OpDescriptor d;
+    d.op = OpKind::kDepthwiseConv2dNativeBackpropInput;
+    d.dtype = dtype;
+    d.input = {1, hw, hw, c};
+    d.filter = {k, k, c, 1};
+    d.strides = {1, stride, stride, 1};
+    d.padding = Padding::kSame;
+    d.out_backprop = {1, hw / stride, hw / stride, c};
+    Expected<ConvProblem> p = validate(d);
+    EXPECT_TRUE(p.has_value()) << p.status().to_string();
+    return *p;
+  };
+  for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
+    if (isa == cpu::Isa::kAvx2 && !host_has(isa)) continue;
+    cpu::CpuInfo t = target_for(isa);
+    t.llc_bytes = 0;  // every output past the caches
+    Compiled wide = compile_for_target(depthwise(DType::kFloat32, 56, 16, 7, 1), t);
+    ASSERT_TRUE(wide.code);
+    EXPECT_NE(wide.code->name().find("wrow_r56x16e"), std::string::npos) << wide.code->name();
+    EXPECT_EQ(wide.disassembly.find("vmovntps") != std::string::npos, isa == cpu::Isa::kAvx512)
+        << wide.code->name();
+    // The same tile over an 8-wide image: 8 rows.
+    Compiled few = compile_for_target(depthwise(DType::kFloat32, 8, 16, 7, 1), t);
+    ASSERT_TRUE(few.code);
+    EXPECT_NE(few.code->name().find("wrow_r8x16e"), std::string::npos) << few.code->name();
+    EXPECT_EQ(few.disassembly.find("vmovntps") != std::string::npos, isa == cpu::Isa::kAvx512)
+        << few.code->name();
+    // And over a 2-wide image: 2 rows.
+    Compiled two = compile_for_target(depthwise(DType::kFloat32, 2, 16, 7, 1), t);
+    ASSERT_TRUE(two.code);
+    EXPECT_NE(two.code->name().find("wrow_r2x16e"), std::string::npos) << two.code->name();
+    EXPECT_NE(two.disassembly.find("vmovntps"), std::string::npos) << two.code->name();
+  }
+}
+
 // The NCHW depthwise input gradient at stride 2 with an even filter width: dy's columns are
 // repeated by vpermps, a vector per output vector, instead of W residues (whose tiles stored
 // every other column lane by lane; cpu_copy_pass_text_test checks the tiles' columns are
