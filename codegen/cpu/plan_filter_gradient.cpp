@@ -363,6 +363,21 @@ bool widening_input_pays(const ConvProblem& p, std::int64_t tile_cols) {
 
 namespace {
 
+// Taps per element of x (and of dy) at which a 16-bit depthwise filter gradient's widened
+// copies pay. Its tiles multiply a vector of x by one of dy, lane by lane, so every FMA widens
+// the two vectors it loads (on Intel's cores each widening's shuffle takes the port of one of
+// the two FMA pipes); on f32 copies each element is widened once, and the copies cost a pass
+// writing and rereading twice the images' bytes. Measured on the AMX Xeon, bfloat16, two
+// threads, both builds alternating (networks.txt's depthwise layers): 5x5 (25 taps an
+// element) 1.30-1.64x, 7x7 (49) 1.09-1.50x; 3x3 (9) 0.85-0.99x, 3x3/2 (2.25) 0.68x, 5x5/2
+// (6.25) 0.98x.
+bool depthwise_widening_pays(const ConvProblem& p) {
+  constexpr double kMinTapsPerElement = 16;
+  const double taps_per_element = static_cast<double>(p.kh * p.kw * p.oh * p.ow) /
+                                  static_cast<double>(std::max<std::int64_t>(p.ih * p.iw, 1));
+  return taps_per_element >= kMinTapsPerElement;
+}
+
 // How the threads share a filter gradient: slices of dW, or the reduction. Threads that share
 // the reduction each keep partial sums of all of dW: zeroed, accumulated and added up at the
 // end, about 2T+1 copies of dW through memory. Threads that own a slice of dW's channels each
@@ -465,6 +480,14 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
       plan.x_pixel_padding = 0;
       if (!padded_pairs) plan.y_pixel_padding = 0;
     }
+  }
+  // 16-bit depthwise (NHWC): x and dy widened to f32 once per image as well, where each
+  // element is used by enough taps (depthwise_widening_pays). Not with a depth multiplier,
+  // whose tiles run the multiplier's lanes (shapes.txt's dw_5x5_mult2: bfloat16 1.07x, half
+  // 0.91x).
+  if (p.format == DataFormat::kNHWC && p.depthwise && p.oc_per_group() == 1 && half &&
+      !plan.channels_last_copies && cpu.vector_registers > 0 && depthwise_widening_pays(p)) {
+    plan.batch_copies = BatchCopies::kWiden;
   }
 
   // The batch does not divide among the threads: each thread takes a share of every tile's

@@ -495,6 +495,45 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
   }
 }
 
+// A 16-bit depthwise filter gradient whose x and dy elements each meet many taps (5x5 and
+// 7x7 filters at stride 1) reads both widened to f32 once per image; a 3x3 filter's, a
+// strided 5x5's and a depth multiplier's tiles keep widening their loads. On AVX2 and AVX-512
+// targets, one thread and two; each final nest matches the reference.
+TEST(IrBatchOperandCopies, DepthwiseOperandsMetByManyTapsAreWidenedPerImage) {
+  struct Case {
+    std::int64_t k, stride, multiplier;
+    bool widened;
+  };
+  const Case cases[] = {
+      {7, 1, 1, true}, {5, 1, 1, true}, {3, 1, 1, false}, {5, 2, 1, false}, {5, 1, 2, false}};
+  std::uint64_t seed = 431;
+  for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {
+    for (const Case& c : cases) {
+      for (const int threads : {1, 2}) {
+        for (const bool avx2 : {true, false}) {
+          const Geometry g{
+              4, 12, 11, 24, c.k, c.k, 1, c.multiplier, c.stride, c.stride, 1, 1, Padding::kSame,
+              0, 0,  0,  0,  true};
+          const ConvProblem p =
+              make_problem(g, ConvDirection::kBackpropFilter, dtype, DataFormat::kNHWC);
+          const TestTarget target =
+              avx2 ? avx2_target(threads, 1 << 20) : host_target(Isa::kAvx512, threads);
+          const LoopNest nest = lower_and_schedule(p, target);
+          const std::string text = print(nest);
+          SCOPED_TRACE(text);
+          EXPECT_EQ(nest.schedule_summary.find("wxdy") != std::string::npos, c.widened)
+              << nest.schedule_summary;
+          if (c.widened) {
+            EXPECT_EQ(text.find("* dy["), std::string::npos);  // no tile reads dy itself
+            EXPECT_FALSE(std::regex_search(text, std::regex(R"(= x\[[^\n]* \* )")));
+          }
+          expect_filter_gradient_matches(p, nest, threads, seed++);
+        }
+      }
+    }
+  }
+}
+
 // f32 and f64 filter gradients whose x or dy pixels are a multiple of 512 bytes apart (their
 // lines would crowd a few L1 sets) read copies of them with every pixel padded by whole lines,
 // in every schedule form: unblocked, blocked per row chunk, chunks of several images, output-
