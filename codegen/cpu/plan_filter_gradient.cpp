@@ -10,6 +10,13 @@
 namespace convjit::cpu {
 namespace {
 
+// Taps that reach each pixel of x (and of dy) on average: how often a copy of either is read
+// per element, the measure of what widening it once saves.
+double taps_per_pixel(const ConvProblem& p) {
+  return static_cast<double>(p.kh * p.kw * p.oh * p.ow) /
+         static_cast<double>(std::max<std::int64_t>(p.ih * p.iw, 1));
+}
+
 // Share of L2 one chunk's x and dy rows may fill for the problem to count as fitting unblocked.
 constexpr double kL2Share = 0.5;
 // Share of L1 a chunk's working set for one column block may fill: its dy slice and a line of
@@ -356,8 +363,7 @@ bool padded_copies_pay(const ConvProblem& p, const ConvProblem& whole, const Cpu
 // one AVX2 thread, bf16 54 -> 51; resnet_1x1's x, broadcast twice per element, stays.
 bool widening_input_pays(const ConvProblem& p, std::int64_t tile_cols) {
   constexpr double kMinBroadcasts = 4.0;
-  const double fmas_per_element = static_cast<double>(p.kh * p.kw * p.oc * p.oh * p.ow) /
-                                  static_cast<double>(std::max<std::int64_t>(p.ih * p.iw, 1));
+  const double fmas_per_element = taps_per_pixel(p) * static_cast<double>(p.oc);
   return fmas_per_element >= kMinBroadcasts * static_cast<double>(tile_cols);
 }
 
@@ -373,9 +379,7 @@ namespace {
 // (6.25) 0.98x.
 bool depthwise_widening_pays(const ConvProblem& p) {
   constexpr double kMinTapsPerElement = 16;
-  const double taps_per_element = static_cast<double>(p.kh * p.kw * p.oh * p.ow) /
-                                  static_cast<double>(std::max<std::int64_t>(p.ih * p.iw, 1));
-  return taps_per_element >= kMinTapsPerElement;
+  return taps_per_pixel(p) >= kMinTapsPerElement;
 }
 
 // How the threads share a filter gradient: slices of dW, or the reduction. Threads that share
