@@ -18,3 +18,14 @@ def load(paths):
 def geomean(values):
     """The geometric mean of positive values (NaN for none)."""
     return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
+
+
+def speedup(convjit_gflops, peer):
+    """convjit over the peer of record `peer`. Where the peer's record carries the rate convjit
+    had in the same process, timed in turns with it (`convjit_gflops`, tf_peer.py
+    --convjit-lib), the ratio of those two; otherwise over `convjit_gflops`, the rate from
+    `convjit bench` (which times convjit and the oneDNN peers in turns itself). None where a
+    rate is missing."""
+    theirs = peer.get("gflops")
+    ours = peer.get("convjit_gflops") or convjit_gflops
+    return ours / theirs if ours and theirs else None

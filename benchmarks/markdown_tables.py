@@ -8,7 +8,9 @@ Takes the outputs of `benchmarks/run_suite.py` (or `convjit bench --format json`
 per dtype and thread count, one row per case: convjit's GFLOP/s, each peer's, and convjit over
 the best peer on TensorFlow's layouts (what a TensorFlow user would otherwise get: TensorFlow's
 kernels, oneDNN with its reorders counted) and over the best peer of all (oneDNN on its own
-preferred layouts included); then, per op, the geometric means of both and the cases below 1.0. With
+preferred layouts included); then, per op, the geometric means of both and the cases below 1.0.
+Each ratio is convjit's rate over the peer's as the two were timed in turns in one process
+(bench_records.speedup): TensorFlow's from tf_peer.py --convjit-lib where its records carry it. With
 --peak-gflops (the host's measured FMA peak of one core, f32) it adds convjit's share of
 threads x that peak. The tables go into docs/PERFORMANCE.md as they are printed.
 """
@@ -16,7 +18,7 @@ threads x that peak. The tables go into docs/PERFORMANCE.md as they are printed.
 import argparse
 import collections
 
-from bench_records import geomean, load
+from bench_records import geomean, load, speedup
 
 
 def column(record):
@@ -33,7 +35,7 @@ def main():
                         help="the host's measured f32 FMA peak of one core, GFLOP/s")
     args = parser.parse_args()
 
-    cases = collections.OrderedDict()  # (dtype, threads) -> {(shape, op): {column: gflops}}
+    cases = collections.OrderedDict()  # (dtype, threads) -> {(shape, op): {column: record}}
     peers = collections.OrderedDict()  # (dtype, threads) -> ordered peer columns
     for r in load(args.json):
         group = (r["dtype"], r["threads"])
@@ -41,7 +43,7 @@ def main():
             (r["shape"], r["op"]), {})
         name = column(r)
         gflops = r.get("gflops")
-        case[name] = gflops if isinstance(gflops, (int, float)) and gflops > 0 else None
+        case[name] = r if isinstance(gflops, (int, float)) and gflops > 0 else None
         if name != "convjit":
             peers.setdefault(group, collections.OrderedDict())[name] = True
 
@@ -49,7 +51,12 @@ def main():
         cols = list(peers.get((dtype, threads), {}))
         print(f"### {dtype}, {threads} thread{'s' if threads != 1 else ''}\n")
         tf_cols = [c for c in cols if not c.endswith(" best")]
-        head = ["shape", "op", "convjit"] + cols + ["/ best on TF layouts", "/ best of all"]
+        # Peers timed in turns with convjit in their own process: convjit's rate there beside
+        # theirs (the ratio against them comes from those two).
+        beside = [c for c in cols
+                  if any(v.get(c) and v[c].get("convjit_gflops") for v in rows.values())]
+        head = ["shape", "op", "convjit"] + cols + [f"convjit beside {c}" for c in beside] + [
+            "/ best on TF layouts", "/ best of all"]
         if args.peak_gflops:
             head.insert(3, "% of peak")
         print("| " + " | ".join(head) + " |")
@@ -62,11 +69,12 @@ def main():
             return f"**{ratio:.2f}x**" if ratio < 1.0 else f"{ratio:.2f}x"
 
         for (shape, op), values in rows.items():
-            ours = values.get("convjit")
+            ours = values["convjit"]["gflops"] if values.get("convjit") else None
             ratios = []
             for group_cols in (tf_cols, cols):
-                best = max((values[c] for c in group_cols if values.get(c)), default=None)
-                ratios.append(ours / best if ours and best else None)
+                against = [speedup(ours, values[c]) for c in group_cols if values.get(c)]
+                against = [r for r in against if r]
+                ratios.append(min(against) if ours and against else None)
             for kept, ratio in zip(by_op[op], ratios):
                 if ratio:
                     kept.append(ratio)
@@ -74,7 +82,10 @@ def main():
             if args.peak_gflops:
                 share = ours / (args.peak_gflops * threads) if ours else None
                 cells.append(f"{100 * share:.0f}%" if share else "")
-            cells += [f"{values[c]:.1f}" if values.get(c) else "n/a" for c in cols]
+            cells += [f"{values[c]['gflops']:.1f}" if values.get(c) else "n/a" for c in cols]
+            cells += [f"{values[c]['convjit_gflops']:.1f}"
+                      if values.get(c) and values[c].get("convjit_gflops") else "n/a"
+                      for c in beside]
             cells += [ratio_cell(r) for r in ratios]
             print("| " + " | ".join(cells) + " |")
         print()

@@ -14,7 +14,7 @@ import argparse
 import collections
 import sys
 
-from bench_records import geomean, load
+from bench_records import geomean, load, speedup
 
 
 def column(record):
@@ -31,21 +31,21 @@ def ratios_by_group(records):
         cases.setdefault(key, {})
         if r.get("note") or not r.get("gflops"):
             continue  # did not run this case
-        cases[key][column(r)] = r["gflops"]
+        cases[key][column(r)] = r
     groups = collections.OrderedDict()
     for (dtype, threads, shape, op), by_column in cases.items():
         if "convjit" not in by_column:
             continue
-        mine = by_column["convjit"]
+        mine = by_column["convjit"]["gflops"]
         group = groups.setdefault((dtype, threads), ([], collections.OrderedDict(), []))
         labels, per_column, best = group
         labels.append(f"{shape} {op}")
-        peers = {c: g for c, g in by_column.items() if c != "convjit"}
-        for c in peers:
+        ratios = {c: speedup(mine, r) for c, r in by_column.items() if c != "convjit"}
+        for c in ratios:
             per_column.setdefault(c, [None] * (len(labels) - 1))
         for c, values in per_column.items():
-            values.append(mine / peers[c] if c in peers else None)
-        best.append(mine / max(peers.values()) if peers else None)
+            values.append(ratios.get(c))
+        best.append(min(ratios.values()) if ratios else None)
     return groups
 
 

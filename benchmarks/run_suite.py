@@ -7,6 +7,10 @@ oneDNN peers, alternating call by call) and then tf_peer.py --only SHAPE, so tha
 clocks or load over a long run hits both alike. Writes one JSON file with every record, which
 plot_ratios.py reads.
 
+The TensorFlow process also runs convjit's kernels, through libconvjit.so (the one beside
+the convjit executable, or --convjit-lib), in turns with TensorFlow's (tf_peer.py
+--convjit-lib): the ratio against TensorFlow comes from those two rates, measured together.
+
 On a host whose speed changes for seconds at a time (a shared virtual machine), one pass can
 time convjit in a slow spell and TensorFlow in a fast one, or the reverse: the same shape's
 TensorFlow rate moved 1.6x between passes a minute apart. `--rounds N` runs the pair N times
@@ -74,6 +78,9 @@ def main(argv):
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--min-time-ms", default="200")
     parser.add_argument("--no-tensorflow", action="store_true", help="run convjit bench only")
+    parser.add_argument("--convjit-lib", default="",
+                        help="libconvjit.so for the TensorFlow process (default: the one beside "
+                        "--convjit; none there: TensorFlow is compared across processes)")
     parser.add_argument("--rounds", type=positive_int, default=1,
                         help="passes over each shape, alternating; each implementation's "
                         "fastest is kept (default 1)")
@@ -81,6 +88,15 @@ def main(argv):
     args = parser.parse_args(argv)
 
     names = [n for n in args.only.split(",") if n] or shape_names(args.shapes)
+    convjit_lib = args.convjit_lib or os.path.join(
+        os.path.dirname(os.path.abspath(args.convjit)), "libconvjit.so")
+    if not os.path.isfile(convjit_lib):
+        if args.convjit_lib:
+            print(f"run_suite.py: no file '{convjit_lib}'", file=sys.stderr)
+            return 2
+        print(f"run_suite.py: no {convjit_lib}: the ratios against TensorFlow compare rates "
+              "from two processes run at different times", file=sys.stderr)
+        convjit_lib = ""
     tf_peer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tf_peer.py")
     common = ["--shapes", args.shapes, "--dtype", args.dtype, "--threads", args.threads,
               "--min-time-ms", args.min_time_ms]
@@ -89,7 +105,8 @@ def main(argv):
         print(f"== [{i}/{len(names)}] {name}", file=sys.stderr, flush=True)
         runs = [[args.convjit, "bench", *common, "--only", name, "--format", "json"]]
         if not args.no_tensorflow:
-            runs.append([sys.executable, tf_peer, *common, "--only", name, "--format", "json"])
+            runs.append([sys.executable, tf_peer, *common, "--only", name, "--format", "json"]
+                        + (["--convjit-lib", convjit_lib] if convjit_lib else []))
         rounds = []
         for round_index in range(args.rounds):
             if args.rounds > 1:
