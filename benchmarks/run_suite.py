@@ -90,7 +90,9 @@ def main(argv):
     names = [n for n in args.only.split(",") if n] or shape_names(args.shapes)
     convjit_lib = args.convjit_lib or os.path.join(
         os.path.dirname(os.path.abspath(args.convjit)), "libconvjit.so")
-    if not os.path.isfile(convjit_lib):
+    if args.no_tensorflow:
+        convjit_lib = ""
+    elif not os.path.isfile(convjit_lib):
         if args.convjit_lib:
             print(f"run_suite.py: no file '{convjit_lib}'", file=sys.stderr)
             return 2

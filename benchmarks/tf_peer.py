@@ -158,10 +158,12 @@ def parse_args(argv):
     return args
 
 
+CONVJIT_MAX_RANK = 8  # convjit.h's CONVJIT_MAX_RANK
+
+
 class ConvjitLib:
     """convjit's C ABI (include/convjit/convjit.h) through ctypes: compile one op, run it."""
 
-    MAX_RANK = 8
     DTYPES = {"f16": 0, "bf16": 1, "f32": 2, "f64": 3}
     OPS = {"bwd_data": "Conv2DBackpropInput", "bwd_filter": "Conv2DBackpropFilter",
            "dw_bwd_data": "DepthwiseConv2dNativeBackpropInput",
@@ -169,7 +171,7 @@ class ConvjitLib:
 
     class Tensor(ctypes.Structure):
         _fields_ = [("dtype", ctypes.c_int), ("rank", ctypes.c_int32),
-                    ("shape", ctypes.c_int64 * 8), ("data", ctypes.c_void_p)]
+                    ("shape", ctypes.c_int64 * CONVJIT_MAX_RANK), ("data", ctypes.c_void_p)]
 
     class OpDesc(ctypes.Structure):
         _fields_ = [("op", ctypes.c_char_p), ("dtype", ctypes.c_int),
@@ -246,9 +248,9 @@ class ConvjitLib:
                                          ctypes.byref(out)), "run")
 
 
-# Turns of the in-process comparison: each implementation runs untimed for kWarmMs (the other's
-# threads have gone quiet by then, its own are awake), then is timed for at least kBlockMs.
-kWarmMs, kBlockMs = 20.0, 25.0
+# Turns of the in-process comparison: each implementation runs untimed for WARM_MS (the other's
+# threads have gone quiet by then, its own are awake), then is timed for at least BLOCK_MS.
+WARM_MS, BLOCK_MS = 20.0, 25.0
 
 
 def timed_block(fn, warm_ms, block_ms, times):
@@ -350,8 +352,8 @@ def time_case(tf, s, op, dtype_name, min_time_ms, convjit=None, threads=1):
         budget_end = time.perf_counter() + 2 * min_time_ms / 1e3
         while (len(tf_times) < 6 or len(convjit_times) < 6 or
                time.perf_counter() < budget_end) and len(tf_times) < 400:
-            timed_block(fn, kWarmMs, kBlockMs, tf_times)
-            timed_block(run_convjit, kWarmMs, kBlockMs, convjit_times)
+            timed_block(fn, WARM_MS, BLOCK_MS, tf_times)
+            timed_block(run_convjit, WARM_MS, BLOCK_MS, convjit_times)
     finally:
         convjit.lib.convjit_destroy(kernel)
     return statistics.median(tf_times), setup_ms, dict(
