@@ -21,10 +21,10 @@ With --convjit-lib PATH (libconvjit.so; run_suite.py passes the one beside the c
 convjit's kernel for each case runs in this process too, through the C ABI on the same
 tensors, its result checked against TensorFlow's, and the two are timed in turns, block by
 block, as `convjit bench` times convjit and oneDNN. The TensorFlow record then carries
-convjit's rate from these turns (`convjit_gflops`), and the tables take the ratio against
-TensorFlow from the two rates measured together rather than from two processes run at
-different times (on a host whose speed changes for seconds at a time, those read up to 2x
-apart).
+convjit's rate from these turns (`convjit_gflops`; a result that differs from TensorFlow's
+makes the exit status 1), and the tables take the ratio against TensorFlow from the two rates
+measured together rather than from two processes run at different times (on a host whose
+speed changes for seconds at a time, those read up to 2x apart).
 """
 
 import argparse
@@ -381,10 +381,14 @@ def worker(args, threads):
                                                    threads)
             record.update(ms=ms, setup_ms=setup_ms, gflops=record["flops"] * 1e-9 / (ms * 1e-3))
             if same_process:
+                # Both sides sum the same products (small multiples of 1/128) in their own
+                # orders: equal up to the output dtype's rounding and f32 accumulation.
+                error = same_process["max_rel_error"]
+                tolerance = 1e-2 if dt in ("bf16", "f16") else 1e-5
                 record.update(convjit_gflops=record["flops"] * 1e-9 / (same_process["ms"] * 1e-3),
-                              convjit_kernel=same_process["kernel"],
-                              max_rel_error=same_process["max_rel_error"],
-                              check="convjit vs this run's result")
+                              convjit_kernel=same_process["kernel"], max_rel_error=error,
+                              check=("ok" if error <= tolerance else "MISMATCH") +
+                              " (convjit vs tensorflow)")
         except Exception as e:  # TensorFlow refuses the case on this CPU: say why
             record["note"] = " ".join(str(e).split())[:300] or type(e).__name__
         records.append(record)
@@ -415,7 +419,12 @@ def main(argv):
         json.dump({"tool": "tf_peer.py", "command": " ".join(["tf_peer.py", *argv]),
                    "host": os.uname().machine, "results": records}, sys.stdout, indent=1)
         print()
-    return 0
+    mismatched = [r for r in records if r["check"].startswith("MISMATCH")]
+    for r in mismatched:
+        print(f"tf_peer.py: convjit's result differs from TensorFlow's: {r['shape']} {r['op']} "
+              f"{r['dtype']} {r['threads']}T, max relative error {r['max_rel_error']:.3g}",
+              file=sys.stderr)
+    return 1 if mismatched else 0
 
 
 if __name__ == "__main__":

@@ -101,7 +101,7 @@ def test_tf_peer_times_convjit_beside_tensorflow(tmp_path):
     for r in records:
         assert r["impl"].startswith("tensorflow") and not r["note"], r
         assert r["gflops"] > 0 and r["convjit_gflops"] > 0, r
-        assert r["convjit_kernel"] and r["check"], r
+        assert r["convjit_kernel"] and r["check"] == "ok (convjit vs tensorflow)", r
         # The same small-integer operands (multiples of 1/128) on both sides: sums of exact
         # products, equal up to the output dtype's rounding.
         assert r["max_rel_error"] <= (1e-6 if r["dtype"] == "f32" else 1e-2), r
