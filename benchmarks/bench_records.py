@@ -29,3 +29,10 @@ def speedup(convjit_gflops, peer):
     theirs = peer.get("gflops")
     ours = peer.get("convjit_gflops") or convjit_gflops
     return ours / theirs if ours and theirs else None
+
+
+def best_speedup(convjit_gflops, peers):
+    """convjit over the fastest of `peers` (records), each ratio as speedup() takes it: the
+    least of them; None where none has a ratio."""
+    ratios = [r for r in (speedup(convjit_gflops, p) for p in peers) if r]
+    return min(ratios) if ratios else None

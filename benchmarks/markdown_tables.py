@@ -18,7 +18,7 @@ threads x that peak. The tables go into docs/PERFORMANCE.md as they are printed.
 import argparse
 import collections
 
-from bench_records import geomean, load, speedup
+from bench_records import best_speedup, geomean, load
 
 
 def column(record):
@@ -72,9 +72,8 @@ def main():
             ours = values["convjit"]["gflops"] if values.get("convjit") else None
             ratios = []
             for group_cols in (tf_cols, cols):
-                against = [speedup(ours, values[c]) for c in group_cols if values.get(c)]
-                against = [r for r in against if r]
-                ratios.append(min(against) if ours and against else None)
+                peers = [values[c] for c in group_cols if values.get(c)]
+                ratios.append(best_speedup(ours, peers) if ours else None)
             for kept, ratio in zip(by_op[op], ratios):
                 if ratio:
                     kept.append(ratio)

@@ -14,7 +14,7 @@ import argparse
 import collections
 import sys
 
-from bench_records import geomean, load, speedup
+from bench_records import best_speedup, geomean, load, speedup
 
 
 def column(record):
@@ -40,12 +40,12 @@ def ratios_by_group(records):
         group = groups.setdefault((dtype, threads), ([], collections.OrderedDict(), []))
         labels, per_column, best = group
         labels.append(f"{shape} {op}")
-        ratios = {c: speedup(mine, r) for c, r in by_column.items() if c != "convjit"}
-        for c in ratios:
+        peers = {c: r for c, r in by_column.items() if c != "convjit"}
+        for c in peers:
             per_column.setdefault(c, [None] * (len(labels) - 1))
         for c, values in per_column.items():
-            values.append(ratios.get(c))
-        best.append(min(ratios.values()) if ratios else None)
+            values.append(speedup(mine, peers[c]) if c in peers else None)
+        best.append(best_speedup(mine, peers.values()))
     return groups
 
 
