@@ -38,6 +38,10 @@ bool pairs_output_channels(const ConvProblem& problem, const CpuInfo& cpu) {
          problem.oc_per_group() % 2 == 0;
 }
 
+TileModel paired_bf16_tiles(const CpuInfo& cpu) {
+  return cpu.has_amx_bf16 ? TileModel::amx(cpu) : TileModel::bf16_dot(cpu);
+}
+
 bool output_outgrows_llc(const ConvProblem& problem, const CpuInfo& cpu) {
   return problem.elements(problem.output_role()) * dtype_size(problem.dtype) > cpu.llc_bytes;
 }
@@ -188,14 +192,12 @@ CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads
   plan.tiles = TileModel::of(cpu, problem.dtype);
   if (problem.is_empty()) return plan;  // a zero fill: nothing to decide
   // Every decision below is made for the problem as the schedule will see it.
-  // Weighed with the tiles that would run the row: AMX's where a bfloat16 data gradient's
-  // paired tiles go there (plan_data_gradient), whose 16-row blocks lose most to short rows.
-  const bool amx_rows = problem.direction == ConvDirection::kBackpropData &&
-                        cpu.has_amx_bf16 && !problem.depthwise &&
-                        pairs_output_channels(problem, cpu);
-  plan.pixels_as_one_row =
-      pixels_form_one_row(problem) &&
-      one_row_pays(problem, amx_rows ? TileModel::amx(cpu) : plan.tiles);
+  // Weighed with the tiles that would run the row: the paired ones where a bfloat16 data
+  // gradient's tiles pair (plan_data_gradient); AMX's 16-row blocks lose most to short rows.
+  const bool paired_rows = problem.direction == ConvDirection::kBackpropData &&
+                           !problem.depthwise && pairs_output_channels(problem, cpu);
+  plan.pixels_as_one_row = pixels_form_one_row(problem) &&
+                           one_row_pays(problem, paired_rows ? paired_bf16_tiles(cpu) : plan.tiles);
   const ConvProblem p = plan.pixels_as_one_row ? one_row_problem(problem) : problem;
   switch (p.direction) {
     case ConvDirection::kBackpropData: plan_data_gradient(p, plan); break;

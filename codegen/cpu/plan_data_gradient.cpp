@@ -130,12 +130,12 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   const bool nchw = p.format == DataFormat::kNCHW;
   const std::int64_t mult = p.oc_per_group();
 
-  // The channel-vector tiles would run on AMX where the core has it and the output channels
-  // pair (below); the W-position tiles run on FMAs. A stem's 3 channels fill 3 of an AMX
-  // tile's 16 columns and still win there: ResNet's 8x224x224x3 7x7/2 221 -> 636 GFLOP/s,
-  // ConvNeXt's 4x4/4 175 -> 445 (the Xeon, two threads).
+  // The channel-vector tiles would run paired where the output channels pair (below): on AMX
+  // where the core has it, else on vdpbf16ps; the W-position tiles run on FMAs. A stem's 3 channels
+  // fill 3 of an AMX tile's 16 columns and still win there: ResNet's 8x224x224x3 7x7/2 221 -> 636
+  // GFLOP/s, ConvNeXt's 4x4/4 175 -> 445 (the Xeon, two threads).
   const TileModel channel_model =
-      cpu.has_amx_bf16 && pairs_output_channels(p, cpu) ? TileModel::amx(cpu) : plan.tiles;
+      pairs_output_channels(p, cpu) ? paired_bf16_tiles(cpu) : plan.tiles;
   // Vectors along W with rows over input channels: always in NCHW (every channel shares the
   // dy vector along W), and in NHWC where the model prefers them. Only with a channel loop to
   // give the rows (several input channels per group).
@@ -171,7 +171,7 @@ ConvProblem plan_data_gradient(const ConvProblem& problem, CpuPlan& plan) {
   // them.
   plan.pair_output_channels =
       pairs_output_channels(p, cpu) && plan.pack_filter && !plan.position_vectors;
-  if (plan.pair_output_channels && cpu.has_amx_bf16) plan.tiles = TileModel::amx(cpu);
+  if (plan.pair_output_channels) plan.tiles = paired_bf16_tiles(cpu);
   plan.packed_filter_dtype =
       widens_to_f32(p.dtype, cpu) && !plan.pair_output_channels ? DType::kFloat32 : p.dtype;
 

@@ -466,6 +466,9 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
     plan.y_pixel_padding = pixel_padding(whole.oc, eb, 1);
     if ((cpu.uses_bf16_dot() && p.dtype == DType::kBFloat16) || plan.input_pairs_by_channel) {
       plan.batch_copies = BatchCopies::kPairs;
+      // The chunk rules below weigh reloads against the tiles' time per reduce point, which
+      // vdpbf16ps halves (TileModel::bf16_dot); AMX's model is already in place.
+      if (!plan.input_pairs_by_channel) plan.tiles = TileModel::bf16_dot(cpu);
     } else if (widens_to_f32(p.dtype, cpu)) {
       plan.batch_copies = BatchCopies::kWiden;
     } else if ((plan.x_pixel_padding > 0 || plan.y_pixel_padding > 0) &&

@@ -23,6 +23,10 @@ bool widens_to_f32(DType dtype, const CpuInfo& cpu);
 /// per group. The plan pairs them where the tiles also read the packed filter as vectors.
 bool pairs_output_channels(const ConvProblem& problem, const CpuInfo& cpu);
 
+/// The tile model of bfloat16 tiles that take their reduction in pairs: AMX's where the core
+/// has it, vdpbf16ps' (two points an instruction) otherwise.
+TileModel paired_bf16_tiles(const CpuInfo& cpu);
+
 /// Whether the op's output is larger than the core's last-level cache: its stores then go to
 /// memory, and whole-line non-temporal stores pay.
 bool output_outgrows_llc(const ConvProblem& problem, const CpuInfo& cpu);

@@ -96,6 +96,20 @@ std::int64_t TileModel::elementwise_row_limit(std::int64_t row_stride_bytes) con
   return std::max(way_span / std::gcd(stride, way_span), kMinRows);
 }
 
+// vdpbf16ps issues at the FMAs' rate on the cores that run it (Zen 4: one zmm a cycle, as its
+// FMAs; Zen 5: two) and reduces two points per lane. Counting a point as an FMA made every
+// reduction rule that weighs a chunk's reloads against its FMA time see twice the FMA time
+// there is: on Zen 4 (two threads), whose FMA rate the model halves correctly, the bfloat16
+// filter gradients of 7x7-14x14 layers with 256-512 channels then reloaded their partial sums
+// per image pair instead of reducing the pairs in one pass (vgg16's 14x14x512 3x3: 268 -> 468
+// GFLOP/s counted right), and chunks came out a quarter of the rows (28x28 1x1 layers
+// 1.06-1.11x).
+TileModel TileModel::bf16_dot(const CpuInfo& cpu) {
+  TileModel m = of(cpu, DType::kBFloat16);
+  m.points_per_instruction_ = 2;
+  return m;
+}
+
 TileModel TileModel::amx(const CpuInfo& cpu) {
   TileModel m = of(cpu, DType::kBFloat16);
   m.amx_ = true;
@@ -115,7 +129,10 @@ double TileModel::amx_tile_cycles(std::int64_t rows, std::int64_t vecs,
 
 double TileModel::cycles_per_reduce_point(TileShape shape) const {
   const std::int64_t vecs = ceil_div(shape.cols, lanes_);
-  if (!amx_) return static_cast<double>(shape.rows * vecs) / std::max(fmas_per_cycle_, 1.0);
+  if (!amx_) {
+    return static_cast<double>(shape.rows * vecs) /
+           (std::max(fmas_per_cycle_, 1.0) * static_cast<double>(points_per_instruction_));
+  }
   const std::int64_t mt = ceil_div(shape.rows, kAmxRows);
   const double step = std::max(static_cast<double>(mt * vecs) * kTdpCycles,
                                static_cast<double>(mt + vecs) * kTileLoadCycles);
@@ -158,7 +175,8 @@ double TileModel::tile_cycles(TileForm form, std::int64_t rows, std::int64_t vec
                                                       : static_cast<double>(rows + vecs);
   const double step = std::max({acc / fmas_per_cycle_, loads / kLoadPorts, kFmaLatency}) +
                       kLoadPressure * loads / kLoadPorts;
-  return static_cast<double>(reduce_points) * step + acc + kTileOverhead;
+  const auto instructions = ceil_div(reduce_points, points_per_instruction_);
+  return static_cast<double>(instructions) * step + acc + kTileOverhead;
 }
 
 double TileModel::cycles(TileForm form, std::int64_t rows, std::int64_t vecs,

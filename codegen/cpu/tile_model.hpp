@@ -32,6 +32,10 @@ class TileModel {
   /// in blocks of 16 (one tile register's rows), columns in blocks of 16 f32 accumulators,
   /// at most the blocks whose accumulator, row and column tiles fit the eight tile registers.
   static TileModel amx(const CpuInfo& cpu);
+  /// The model for bfloat16 tiles on vdpbf16ps (CpuInfo::uses_bf16_dot): each instruction
+  /// multiplies a pair of reduce points into an f32 accumulator at the FMAs' issue rate, so
+  /// a reduce point costs half an FMA tile's.
+  static TileModel bf16_dot(const CpuInfo& cpu);
 
   /// Best tile for `row_extent` x `col_extent` outputs, each a reduction of `reduce_points`.
   /// `row_extent` 1 means no row blocking; `form` kNone forces cols = 1. With `col_granule`
@@ -81,6 +85,8 @@ class TileModel {
   bool streams_ = false;
   bool amx_ = false;
   double fmas_per_cycle_ = 2;
+  // Reduce points one multiply-add instruction covers per accumulator lane.
+  std::int64_t points_per_instruction_ = 1;
 };
 
 }  // namespace convjit::cpu

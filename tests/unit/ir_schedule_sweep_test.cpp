@@ -398,15 +398,15 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
     bool sliced = false;  // the threads own slices of dW's output channels
   };
   const Case cases[] = {
-      {4, 6, 3, 18, 1, 1 << 20, false},                 // unblocked, one thread
-      {4, 24, 16, 32, 2, 1 << 20, false},               // unblocked, two images per thread
-      {5, 6, 3, 18, 1, 4096, true},                     // blocked: two pairs and a last image
-      {6, 24, 16, 32, 2, 4096, false, true, true},      // 3 images per thread: rows split
-      {8, 40, 32, 32, 3, 1 << 20, false, true, true},   // 8 % 3 images: rows split
-      {4, 24, 16, 32, 1, 4096, false, true, true},      // blocked: dy copied per row chunk
-      {1, 6, 3, 18, 1, 1 << 20, false, false},          // one image
-      {2, 36, 16, 32, 2, 1 << 20, false, true, true},   // 1 image per thread: rows split
-      {2, 24, 16, 32, 4, 1 << 20, false, true, true},   // rows split: a window of each pair
+      {4, 6, 3, 18, 1, 1 << 20, false},                      // unblocked, one thread
+      {4, 24, 16, 32, 2, 1 << 20, false},                    // unblocked, two images per thread
+      {5, 6, 3, 18, 1, 4096, true},                          // blocked: two pairs and a last image
+      {6, 24, 16, 32, 2, 4096, false, true, true},           // 3 images per thread: rows split
+      {8, 40, 32, 32, 3, 1 << 20, false, true, true},        // 8 % 3 images: rows split
+      {4, 64, 16, 32, 1, 4096, false, true, true},           // blocked: dy copied per row chunk
+      {1, 6, 3, 18, 1, 1 << 20, false, false},               // one image
+      {2, 36, 16, 32, 2, 1 << 20, false, true, true},        // 1 image per thread: rows split
+      {2, 24, 16, 32, 4, 1 << 20, false, true, true},        // rows split: a window of each pair
       {4, 12, 16, 32, 2, 1 << 20, false, true, true, true},  // output slices, all images each
       {2, 12, 16, 32, 2, 4096, false, true, true, true}};    // output slices, blocked
   std::uint64_t seed = 301;
