@@ -1,9 +1,9 @@
-// The register-tile cost model. Per reduction point a tile issues one FMA per accumulator and
-// loads its operands: a broadcast per row and the shared vectors (outer product), or a vector
-// per accumulator plus the shared ones (elementwise). The target's FMA rate (two a cycle, or
-// one where the pipes split each vector in two) and two load ports bound the throughput, the
-// FMA latency bounds a tile with few accumulators, and every tile pays for
-// writing its accumulators back. Summed over the main tiles and the row and column tails, the
+// The register-tile cost model. Per reduction point a tile issues one FMA per accumulator (half
+// a vdpbf16ps, which takes a pair of points) and loads its operands: a broadcast per row and
+// the shared vectors (outer product), or a vector per accumulator plus the shared ones
+// (elementwise). The target's FMA rate (two a cycle, or one where the pipes split each vector
+// in two) and two load ports bound the throughput, the FMA latency bounds a tile with few
+// accumulators, and every tile pays for writing its accumulators back. Summed over the main tiles and the row and column tails, the
 // estimate picks the shape; ties go to the first (fewer columns, fewer rows) candidate.
 #include "codegen/cpu/tile_model.hpp"
 
@@ -101,9 +101,9 @@ std::int64_t TileModel::elementwise_row_limit(std::int64_t row_stride_bytes) con
 // reduction rule that weighs a chunk's reloads against its FMA time see twice the FMA time
 // there is: on Zen 4 (two threads), whose FMA rate the model halves correctly, the bfloat16
 // filter gradients of 7x7-14x14 layers with 256-512 channels then reloaded their partial sums
-// per image pair instead of reducing the pairs in one pass (vgg16's 14x14x512 3x3: 268 -> 468
-// GFLOP/s counted right), and chunks came out a quarter of the rows (28x28 1x1 layers
-// 1.06-1.11x).
+// per image pair instead of reducing the pairs in one pass (vgg16's 14x14x512 3x3: 303 -> 492
+// GFLOP/s counted right), and chunks came out a quarter of the rows (28x28 and 14x14 1x1
+// layers 1.06-1.13x).
 TileModel TileModel::bf16_dot(const CpuInfo& cpu) {
   TileModel m = of(cpu, DType::kBFloat16);
   m.points_per_instruction_ = 2;
