@@ -334,7 +334,7 @@ TEST(TileModel, HalfRateFmasTakeWiderShorterTiles) {
 // tile costs half an f32 tile's cycles per reduce point, and the filter gradient's chunk rules
 // weigh reloads against that. On a Zen 4 core (one zmm instruction a cycle, 32 KiB L1, 1 MiB
 // L2, two threads): vgg16's 14x14x512 3x3 layer (9.4 MB of f32 partial sums) reduces every
-// pair of a thread's images in one pass instead of reloading the sums per pair (268 -> 468
+// pair of a thread's images in one pass instead of reloading the sums per pair (303 -> 492
 // GFLOP/s measured), and ResNet-50's 28x28 1x1 layer of 512 -> 128 channels takes chunks of 4
 // rows, not 1 (1.06x).
 TEST(IrTileModel, PairedBfloat16TilesCountTwoPointsAnInstruction) {
