@@ -115,13 +115,16 @@ TEST(IrPassText, ParallelizeSplitsTheFilterGradientReduction) {
   p.stride_h = p.stride_w = 2;
   // The split alone, as parallelize carries out a plan that splits n in four without blocking
   // the reduction first (for this size the planner would block it too: see block_reduction).
+  // The partial sums add up row by row of output channels (each row one vectorizable store
+  // loop), under a top-level loop the threads share: a 1x1 filter's kh and kw get no loops.
   CpuPlan t = testing::plan_for(p, generic_target(4));
   t.reduction_blocking = ReductionBlocking::kNone;
   t.columns_outside_rows = false;
   t.reduction_split = ReductionSplit::kDims;
   t.split_dim = 0;
   t.split_chunks = 4;
-  EXPECT_EQ(print(parallelize(split_reduction(register_tile(border_peel(lower(p)), t), t), t)), R"(kernel backprop_filter float32 NHWC
+  EXPECT_EQ(print(parallelize(split_reduction(register_tile(border_peel(lower(p)), t), t), t)),
+            R"(kernel backprop_filter float32 NHWC
 buffer x X float32 dims [480, 16, 16, 2] strides [512, 32, 2, 1]
 buffer dw W float32 dims [1, 1, 2, 3] strides [6, 6, 3, 1]
 buffer dy Y float32 dims [480, 8, 8, 3] strides [192, 24, 3, 1]
@@ -134,13 +137,12 @@ for chunk in [0, 4) parallel:
           tile r:2 x v:3
             reduce n in [0, 120) oh in [0, 8) ow in [0, 8)
             partial[chunk, kh, kw, i + r, o + v] = x[n + 120*chunk, kh + 2*oh, kw + 2*ow, i + r] * dy[n + 120*chunk, oh, ow, o + v]
-for rkh in [0, 1):
-  for rkw in [0, 1):
-    for ri in [0, 2):
-      for ro in [0, 3) parallel:
-        for rc in [1, 4):
-          store partial[0, rkh, rkw, ri, ro] += partial[rc, rkh, rkw, ri, ro]
-        store dw[rkh, rkw, ri, ro] = partial[0, rkh, rkw, ri, ro]
+for ri in [0, 2) parallel:
+  for rc in [1, 4):
+    for ro in [0, 3):
+      store partial[0, 0, 0, ri, ro] += partial[rc, 0, 0, ri, ro]
+  for ro in [0, 3):
+    store dw[0, 0, ri, ro] = partial[0, 0, 0, ri, ro]
 )");
   // One thread, or a tiny problem, stays serial and unsplit.
   const CpuPlan one = testing::plan_for(p, generic_target(1));

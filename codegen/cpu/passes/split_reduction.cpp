@@ -33,45 +33,70 @@ int add_partial_buffer(LoopNest& nest, std::int64_t chunks) {
 }
 
 // dW = the sum over chunks of partial[chunk] (buffer `pb`), rounded into dW once:
-// for kh, kw, i, o: { for c in [1, chunks): partial[0] += partial[c]; dw = partial[0] }.
+//   for i, kh, kw: { for c in [1, chunks): for o: partial[0] += partial[c];  for o: dw = partial[0]
+//   }
+// Each row of output channels is its own loop around one store, which the backends vectorize;
+// dims of extent 1 get no loop, so the outermost loop (input channels, where the filter has
+// several) is the one the threads share (parallelize marks only top-level loops for the pool:
+// a 1x1 filter's kh and kw loops of one trip would otherwise leave the whole sum to one thread,
+// element by element).
 Stmt sum_partials(LoopNest& nest, int pb, std::int64_t chunks) {
   const ConvProblem& p = nest.problem;
   const int dw = nest.buffer_of_kind(BufferKind::kW);
-  const std::int64_t extents[4] = {p.kh, p.kw, p.filter_in, p.oc};
-  const char* names[4] = {"rkh", "rkw", "ri", "ro"};
-  Affine v[4];
-  Loop root;
-  Loop* cur = nullptr;
-  for (int d = 0; d < 4; ++d) {
+  // Index of dims kh, kw, i in the order their loops nest (outermost first).
+  const int order[3] = {2, 0, 1};
+  const std::int64_t extents[3] = {p.kh, p.kw, p.filter_in};
+  const char* names[3] = {"rkh", "rkw", "ri"};
+  Affine v[3] = {Affine::constant_of(0), Affine::constant_of(0), Affine::constant_of(0)};
+  std::vector<Loop> loops;
+  for (const int d : order) {
+    if (extents[d] == 1) continue;
     Loop l;
     l.var = nest.new_var(names[d]);
     l.end = extents[d];
     v[d] = Affine::var(l.var);
-    if (cur == nullptr) {
-      root = std::move(l);
-      cur = &root;
-    } else {
-      cur->body.push_back(Stmt{std::move(l)});
-      cur = &std::get<Loop>(cur->body.back().node);
-    }
+    loops.push_back(std::move(l));
   }
-  Loop sum;
-  sum.var = nest.new_var("rc");
-  sum.begin = 1;
-  sum.end = chunks;
-  Store add;
-  add.dst = Access{pb, {Affine::constant_of(0), v[0], v[1], v[2], v[3]}};
-  add.has_src = true;
-  add.src = Access{pb, {Affine::var(sum.var), v[0], v[1], v[2], v[3]}};
-  add.accumulate = true;
-  sum.body.push_back(Stmt{std::move(add)});
-  cur->body.push_back(Stmt{std::move(sum)});
-  Store out;
-  out.dst = Access{dw, {v[0], v[1], v[2], v[3]}};
-  out.has_src = true;
-  out.src = Access{pb, {Affine::constant_of(0), v[0], v[1], v[2], v[3]}};
-  cur->body.push_back(Stmt{std::move(out)});
-  return Stmt{std::move(root)};
+  // One loop over the output channels around `store`, whose accesses end in that index.
+  auto row_loop = [&](Access dst, Access src, bool accumulate) {
+    Loop row;
+    row.var = nest.new_var("ro");
+    row.end = p.oc;
+    dst.index.push_back(IndexExpr(Affine::var(row.var)));
+    src.index.push_back(IndexExpr(Affine::var(row.var)));
+    Store store;
+    store.dst = std::move(dst);
+    store.has_src = true;
+    store.src = std::move(src);
+    store.accumulate = accumulate;
+    row.body.push_back(Stmt{std::move(store)});
+    return Stmt{std::move(row)};
+  };
+  const Access first{pb, {Affine::constant_of(0), v[0], v[1], v[2]}};
+  std::vector<Stmt> rows;
+  if (chunks > 1) {
+    Loop sum;
+    sum.var = nest.new_var("rc");
+    sum.begin = 1;
+    sum.end = chunks;
+    sum.body.push_back(row_loop(first, Access{pb, {Affine::var(sum.var), v[0], v[1], v[2]}},
+                                /*accumulate=*/true));
+    rows.push_back(Stmt{std::move(sum)});
+  }
+  rows.push_back(row_loop(Access{dw, {v[0], v[1], v[2]}}, first, /*accumulate=*/false));
+  // Nest the loops, innermost first, around the rows.
+  for (auto l = loops.rbegin(); l != loops.rend(); ++l) {
+    l->body = std::move(rows);
+    rows.clear();
+    rows.push_back(Stmt{std::move(*l)});
+  }
+  if (rows.size() == 1) return std::move(rows.front());
+  // A 1x1 filter of one input channel: the rows stand under a loop of one trip.
+  Loop one;
+  one.var = nest.new_var("rone");
+  one.end = 1;
+  one.body = std::move(rows);
+  return Stmt{std::move(one)};
 }
 
 // The parallel loop over `chunks` the threads take (its variable "chunk").
