@@ -216,6 +216,37 @@ TEST(CpuInfo, FilterGradientSlicesKeepEachThreadsDwOnEveryCacheSet) {
   EXPECT_FALSE(plan(fma).slices_of_input_channels);
 }
 
+// A depthwise filter gradient's filter columns share dy (taps_share_out_backprop) in 16-bit
+// types only where its tiles add into f32 partial sums: the parts (border columns, interior)
+// would otherwise each round a 16-bit dW, which SEMANTICS.md rounds once.
+TEST(CpuInfo, SixteenBitDepthwiseTapsShareDyOnlyIntoPartialSums) {
+  const CpuInfo cpu = testing::avx512_bf16_target(false);
+  convjit::testing::ConvCase layer = bf16_layer(8, 28, 192, 1, 3, 1, Padding::kSame);
+  layer.depthwise = true;
+  const OpKind op = OpKind::kDepthwiseConv2dNativeBackpropFilter;
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kHalf}) {
+    layer.dtype = dtype;
+    SCOPED_TRACE(dtype_name(dtype));
+    // MobileNetV2's 28x28x192 layer: split between two threads, or in chunks of rows on one
+    // (both f32 partial sums for 16-bit types).
+    const CpuPlan split = layer_plan(layer, op, cpu, 2);
+    EXPECT_TRUE(split.taps_share_out_backprop);
+    EXPECT_NE(split.reduction_split, ReductionSplit::kNone);
+    const CpuPlan chunked = layer_plan(layer, op, cpu, 1);
+    EXPECT_TRUE(chunked.taps_share_out_backprop);
+    EXPECT_EQ(chunked.partial_sums_for_rounding, dtype != DType::kFloat32);
+  }
+  // One small image on one thread: unblocked, the tiles write dW itself.
+  layer = bf16_layer(1, 12, 8, 1, 3, 1, Padding::kSame);
+  layer.depthwise = true;
+  const CpuPlan direct = layer_plan(layer, op, cpu, 1);
+  EXPECT_EQ(direct.reduction_split, ReductionSplit::kNone);
+  EXPECT_FALSE(direct.partial_sums_for_rounding);
+  EXPECT_FALSE(direct.taps_share_out_backprop);
+  layer.dtype = DType::kFloat32;
+  EXPECT_TRUE(layer_plan(layer, op, cpu, 1).taps_share_out_backprop);
+}
+
 // AMX filter gradients that reduce over all of a thread's images reread the smaller operand
 // per block of the other (it stays in L2 between its passes), and pad dy's pairs so a column
 // tile's 16 pixels do not share two L1 sets.
