@@ -33,8 +33,9 @@ int add_partial_buffer(LoopNest& nest, std::int64_t chunks) {
 }
 
 // dW = the sum over chunks of partial[chunk] (buffer `pb`), rounded into dW once:
-//   for i, kh, kw: { for c in [1, chunks): for o: partial[0] += partial[c];  for o: dw = partial[0]
-//   }
+//   for i, kh, kw:
+//     for c in [1, chunks): for o: partial[0] += partial[c]
+//     for o: dw = partial[0]
 // Each row of output channels is its own loop around one store, which the backends vectorize;
 // dims of extent 1 get no loop, so the outermost loop (input channels, where the filter has
 // several) is the one the threads share (parallelize marks only top-level loops for the pool:
