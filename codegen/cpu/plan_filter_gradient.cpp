@@ -589,8 +589,6 @@ void plan_filter_gradient(const ConvProblem& problem, CpuPlan& plan) {
   if (plan.channels_last_copies) p.format = DataFormat::kNHWC;
   plan.input_pairs_by_channel = pairs_images_on_amx(p, plan.cpu);
   if (plan.input_pairs_by_channel) plan.tiles = TileModel::amx(plan.cpu);
-  plan.taps_share_out_backprop = p.depthwise && p.oc_per_group() == 1 &&
-                                 p.format == DataFormat::kNHWC && plan.cpu.vector_registers > 0;
   if (choose_output_slices(p, plan)) {
     // Everything else is decided for one slice on one thread.
     const int threads = plan.threads;
@@ -600,17 +598,18 @@ void plan_filter_gradient(const ConvProblem& problem, CpuPlan& plan) {
   } else {
     plan_reduction(p, p, plan);
   }
-  // A 16-bit dW only where the tiles add into f32 partial sums (split_reduction), which are
-  // rounded once, as SEMANTICS.md requires: the later parts would otherwise add into a dW
-  // already rounded. There the shared dy vector is also widened once for all the filter
-  // columns that read it. Measured on Zen 4, two threads, bfloat16 (paired against the
-  // unshared taps): networks.txt's depthwise filter gradients 1.15-1.35x (MobileNetV2's 3x3,
-  // EfficientNet's 5x5 on 28x28 and 14x14 images), ConvNeXt's 7x7 on 56x56 images 2.46x.
+  // NHWC depthwise without a multiplier: the filter's columns share dy (tkw). A 16-bit dW only
+  // where the tiles add into f32 partial sums (split_reduction), which are rounded once, as
+  // SEMANTICS.md requires: the later parts would otherwise add into a dW already rounded. There the
+  // shared dy vector is also widened once for all the filter columns that read it. Measured on Zen
+  // 4, two threads, bfloat16 (paired against the unshared taps): networks.txt's depthwise filter
+  // gradients 1.15-1.35x (MobileNetV2's 3x3, EfficientNet's 5x5 on 28x28 and 14x14 images),
+  // ConvNeXt's 7x7 on 56x56 images 2.46x.
   const bool partial_sums =
       plan.reduction_split != ReductionSplit::kNone || plan.partial_sums_for_rounding;
-  if (ir::accumulator_dtype(p.dtype) != p.dtype && !partial_sums) {
-    plan.taps_share_out_backprop = false;
-  }
+  plan.taps_share_out_backprop = p.depthwise && p.oc_per_group() == 1 &&
+                                 p.format == DataFormat::kNHWC && plan.cpu.vector_registers > 0 &&
+                                 (ir::accumulator_dtype(p.dtype) == p.dtype || partial_sums);
 }
 
 }  // namespace convjit::cpu

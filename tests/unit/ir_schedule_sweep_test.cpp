@@ -233,14 +233,17 @@ TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
             dw_in_parts = false;
           }
           Operands got = make_operands(p, seed);
-          LoopNest run = nest;
+          const LoopNest* run = &nest;
+          LoopNest f32_dw;
           if (dw_in_parts) {
-            run.buffers[static_cast<std::size_t>(run.buffer_of_kind(BufferKind::kW))].dtype =
+            f32_dw = nest;
+            f32_dw.buffers[static_cast<std::size_t>(f32_dw.buffer_of_kind(BufferKind::kW))].dtype =
                 DType::kFloat32;
             got.w = TestTensor(DType::kFloat32, got.w.shape());
+            run = &f32_dw;
           }
           output_of(got, p).fill(std::numeric_limits<double>::quiet_NaN());
-          ASSERT_TRUE(interpret(run, got.ptrs(),
+          ASSERT_TRUE(interpret(*run, got.ptrs(),
                                 threaded ? ParallelFor(threaded_for) : ParallelFor(serial_for))
                           .is_ok());
           ASSERT_TRUE(convjit::testing::all_close(output_of(got, p).view(), want.view(), tol))

@@ -32,7 +32,8 @@ int add_partial_buffer(LoopNest& nest, std::int64_t chunks) {
   return nest.add_buffer(std::move(partial));
 }
 
-// dW = the sum over chunks of partial[chunk] (buffer `pb`), rounded into dW once:
+// Appends to the nest: dW = the sum over chunks of partial[chunk] (buffer `pb`), rounded into
+// dW once:
 //   for i, kh, kw:
 //     for c in [1, chunks): for o: partial[0] += partial[c]
 //     for o: dw = partial[0]
@@ -41,7 +42,7 @@ int add_partial_buffer(LoopNest& nest, std::int64_t chunks) {
 // several) is the one the threads share (parallelize marks only top-level loops for the pool:
 // a 1x1 filter's kh and kw loops of one trip would otherwise leave the whole sum to one thread,
 // element by element).
-Stmt sum_partials(LoopNest& nest, int pb, std::int64_t chunks) {
+void append_sum_partials(LoopNest& nest, int pb, std::int64_t chunks) {
   const ConvProblem& p = nest.problem;
   const int dw = nest.buffer_of_kind(BufferKind::kW);
   // Index of dims kh, kw, i in the order their loops nest (outermost first).
@@ -91,13 +92,8 @@ Stmt sum_partials(LoopNest& nest, int pb, std::int64_t chunks) {
     rows.clear();
     rows.push_back(Stmt{std::move(*l)});
   }
-  if (rows.size() == 1) return std::move(rows.front());
-  // A 1x1 filter of one input channel: the rows stand under a loop of one trip.
-  Loop one;
-  one.var = nest.new_var("rone");
-  one.end = 1;
-  one.body = std::move(rows);
-  return Stmt{std::move(one)};
+  // (A 1x1 filter of one input channel has no loops: its rows stand at the top.)
+  for (Stmt& s : rows) nest.body.push_back(std::move(s));
 }
 
 // The parallel loop over `chunks` the threads take (its variable "chunk").
@@ -154,7 +150,7 @@ bool split_batch(LoopNest& nest, std::int64_t chunks) {
   chunk_loop.body.push_back(std::move(nest.body[1]));
   nest.body.clear();
   nest.body.push_back(Stmt{std::move(chunk_loop)});
-  nest.body.push_back(sum_partials(nest, pb, chunks));
+  append_sum_partials(nest, pb, chunks);
   return true;
 }
 
@@ -177,7 +173,7 @@ bool split_row_threads(LoopNest& nest, int threads) {
   split->body.insert(split->body.begin(), std::move(nest.body[0]));
   split->kind = LoopKind::kParallel;
   nest.body.erase(nest.body.begin());
-  nest.body.push_back(sum_partials(nest, pb, threads));
+  append_sum_partials(nest, pb, threads);
   return true;
 }
 
@@ -216,7 +212,7 @@ void split_dim(LoopNest& nest, int dim, std::int64_t chunks) {
   chunk_loop.body = std::move(nest.body);
   nest.body.clear();
   nest.body.push_back(Stmt{std::move(chunk_loop)});
-  nest.body.push_back(sum_partials(nest, pb, chunks));
+  append_sum_partials(nest, pb, chunks);
 }
 
 }  // namespace
