@@ -200,6 +200,29 @@ std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
   return static_cast<std::int64_t>(std::ceil(reload / (kReloadShare * fma_cycles_per_point)));
 }
 
+namespace {
+
+// Whether f32 or f64 tiles read x or dy in place at a pixel stride that crowds a few of L1's
+// sets (pixel_padding: the padded copies were not made, padded_copies_pay): such an operand's
+// lines leave L1 before the next row block's tiles come back to them, however few points the
+// chunk holds, so a chunk kept within L1's share saves no L2 reads and only reloads dW more
+// often. Paired on Zen 4 (one-row chunks against the reloads' two; f32, 12 pairs, two threads):
+// ResNet-50's 1x1 256 -> 512 at stride 2 on 56x56 images (x's pixels 2 KiB apart) 1.08-1.13x,
+// 512 -> 128 on 28x28 1.02x (one thread 1.05x and 1.03x; f64 1.03x); shapes.txt's
+// resnet_1x1_s2 1.09x. No other kernel of either suite changed on that host.
+bool tiles_read_crowded_sets(const ConvProblem& p, const CpuPlan& plan) {
+  if (p.format != DataFormat::kNHWC || p.depthwise || plan.batch_copies != BatchCopies::kNone ||
+      ir::accumulator_dtype(p.dtype) != p.dtype) {
+    return false;
+  }
+  // The tensors' pixel strides are the whole problem's, also where `p` is one slice of it.
+  const std::int64_t eb = dtype_size(p.dtype);
+  return pixel_padding(plan.problem.ic, eb, p.stride_w) > 0 ||
+         pixel_padding(plan.problem.oc, eb, 1) > 0;
+}
+
+}  // namespace
+
 std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
                                   std::int64_t tile_cols) {
   const CpuInfo& cpu = plan.cpu;
@@ -222,8 +245,9 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
   const bool dw_in_l2 =
       accumulated_dw_bytes(p) <= kL2Share * static_cast<double>(cpu.l2_bytes);
   const bool l1_chunk_will_do =
-      dw_in_l2 && static_cast<double>(l1_rows * ow) >=
-                      kReloadShare / kL1ChunkReloadShare * static_cast<double>(wanted);
+      dw_in_l2 && !tiles_read_crowded_sets(p, plan) &&
+      static_cast<double>(l1_rows * ow) >=
+          kReloadShare / kL1ChunkReloadShare * static_cast<double>(wanted);
   std::int64_t rows = l1_chunk_will_do ? l1_rows : std::max(l1_rows, (wanted + ow - 1) / ow);
   std::int64_t cap = std::max(l1_rows, grown_chunk_points(p, cpu, tile_cols) / ow);
   if (chunks_capped_by_l2(p, plan) && !dw_in_l2) {

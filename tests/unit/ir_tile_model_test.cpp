@@ -285,6 +285,28 @@ TEST(IrTileModel, FilterGradientChunksGrowWhenPartialSumsOutgrowL2) {
   EXPECT_NE(chunk_summary(14, 256).find("blk=n,oh7"), std::string::npos) << chunk_summary(14, 256);
 }
 
+// Where the tiles read x or dy in place at a pixel stride that crowds a few L1 sets, the chunk
+// that fits L1's share keeps nothing in L1 and is not taken for its own sake. A Zen 4 core (one
+// zmm FMA a cycle, 32 KiB L1, 1 MiB L2 filled at 32 bytes a cycle, where L2 feeds the f32
+// tiles and no padded copies are made), ResNet-50's 28x28 1x1 layer of 512 -> 128 channels:
+// x's pixels 2 KiB apart fall in 2 of L1's 64 sets a line, so the chunk takes the 46 points
+// the reloads ask for (2 rows), not the one row that fits L1's share. With 480 -> 144 channels
+// (pixels 1920 and 576 bytes apart, spread over 32 and 64 sets) the one-row L1 chunk stays.
+TEST(IrTileModel, CrowdedL1SetsSizeTheChunkForTheReloads) {
+  TestTarget zen4 = avx512();
+  zen4.fmas_per_cycle = 1;
+  zen4.l1_bytes = 32 * 1024;
+  zen4.l2_bytes = 1024 * 1024;
+  zen4.l2_fill_bytes_per_cycle = 32;
+  auto summary = [&](std::int64_t ic, std::int64_t oc) {
+    ConvProblem p = backprop_data(DataFormat::kNHWC, 8, 28, ic, oc, 1, 1);
+    p.direction = ConvDirection::kBackpropFilter;
+    return lower_and_schedule(p, zen4).schedule_summary;
+  };
+  EXPECT_NE(summary(512, 128).find("blk=n,oh2"), std::string::npos) << summary(512, 128);
+  EXPECT_NE(summary(480, 144).find("blk=n,oh1"), std::string::npos) << summary(480, 144);
+}
+
 // Chunks of whole images (7x7 images, dW far beyond L2) stop where a column block's slice of
 // them outgrows three quarters of L1: 4 images (196 points) would keep the reloads at a tenth,
 // but at 192 bytes a point only 2 (98) fit the 32 KB L1 of the AVX2 target; 48 KB holds 3,
