@@ -94,9 +94,8 @@ TileShape modelled_tile(const ConvProblem& p, const CpuPlan& plan) {
 // reads its slice of a dy pixel and a line of x per reduce point (column_block_point_bytes),
 // and where those bytes take no more than half the rate at which L2 fills L1 in the tile's FMA
 // cycles, its L1 misses hide under the FMAs. 64 bytes a cycle (Intel, Zen 5) feed AVX-512's
-// r6x64 tile (320 bytes in 12 cycles) and AVX2's r3x32 (192 in 6); 32 (Zen 1-4) feed neither.
-// (Growing the chunks past their L1 cap there too measured 1.02x over 14 layers, 0.97-1.08x:
-// not taken.)
+// r6x64 tile (320 bytes in 12 cycles) and AVX2's r3x32 (192 in 6); 32 (Zen 1-4) feed neither
+// at two FMAs a cycle, but do feed Zen 4's r6x64 at one zmm FMA a cycle (320 in 24).
 bool l2_feeds_the_tiles(const ConvProblem& p, const CpuPlan& plan) {
   constexpr double kL2FillShare = 0.5;
   if (ir::accumulator_dtype(p.dtype) != p.dtype || plan.input_pairs_by_channel ||
@@ -112,16 +111,26 @@ bool l2_feeds_the_tiles(const ConvProblem& p, const CpuPlan& plan) {
 // Row blocks of AMX tiles that must reread a column block's dy slice for the cap to pay.
 constexpr std::int64_t kAmxCappedRowBlocks = 8;
 
-// Whether that cap applies: to tiles reading the problem's own type (f32, f64), and to AMX's
+// Whether that cap applies: to tiles reading the problem's own type (f32, f64) where L2 cannot
+// feed them (l2_feeds_the_tiles; where it can, what a chunk grown past L1 streams from L2 hides
+// under the FMAs, and the chunk takes the points the reloads ask for), and to AMX's
 // (input_pairs_by_channel) where the row blocks reread a column block's dy slice often enough:
 // their tile groups consume a point every 2-4 cycles, too fast for L2 to feed both operands.
+// Uncapped chunks, paired against the capped ones on Zen 4 (every networks.txt filter gradient
+// whose kernel changed): f32 on two threads 1.05x in geometric mean over 16 layers
+// (0.98-1.22x; ResNet-50's 7x7 3x3 layers 1.16-1.22x in chunks of 4 images, not 1, its 7x7
+// 1x1 layers 1.05-1.07x), one thread 1.06x over 18 (0.98-1.26x), f64 on two threads 1.12x
+// over 20 (0.90x for vgg16's 56x56 3x3 layer in chunks of two rows, 1.57x for r50's 7x7 3x3);
+// shapes.txt's three 1.07x. On Zen 5 and the Xeon, where L2 fills L1 at 64 bytes a cycle, 14
+// layers had measured 1.02x (0.97-1.08x). The cap was measured where L2 does not feed the
+// tiles (Zen 3's AVX2 tiles, below), and stays there.
 // Measured on the Xeon, two threads: vgg16's 4x56x56x256 3x3 filter gradient ran 745 GFLOP/s
 // in chunks of 29 rows and 1113 capped (5 rows), unet's 2x64x64x256 745 -> 1159; with 64 or
 // 128 input channels (2-4 row blocks of 32) the capped chunks' reloads cost more than L1
 // saved (r50's 8x56x56x64 1290 -> 1008, vgg16's 4x112x112x128 1370 -> 1255). The other 16-bit
 // tiles read widened or paired copies whose chunks were measured as they are.
 bool grown_chunks_capped(const ConvProblem& p, const CpuPlan& plan) {
-  if (ir::accumulator_dtype(p.dtype) == p.dtype) return true;
+  if (ir::accumulator_dtype(p.dtype) == p.dtype) return !l2_feeds_the_tiles(p, plan);
   if (!plan.input_pairs_by_channel) return false;
   return p.filter_in >= kAmxCappedRowBlocks * modelled_tile(p, plan).rows;
 }

@@ -307,6 +307,27 @@ TEST(IrTileModel, CrowdedL1SetsSizeTheChunkForTheReloads) {
   EXPECT_NE(summary(480, 144).find("blk=n,oh1"), std::string::npos) << summary(480, 144);
 }
 
+// Where L2 feeds the f32 tiles, a chunk grows past L1 to the points the reloads ask for: on a
+// Zen 4 core (one zmm FMA a cycle, r6x64's 320 bytes a point in 24 cycles, L2 filling L1 at
+// 32 bytes a cycle) ResNet-50's 7x7 1x1 filter gradient of 2048 -> 512 channels (4 MB of dW,
+// reloaded from L3) takes chunks of 4 images, not the 1 that three quarters of L1 holds. At
+// two FMAs a cycle the same L2 no longer keeps up and the L1 cap stays.
+TEST(IrTileModel, ChunksGrowPastL1WhereL2FeedsTheTiles) {
+  TestTarget zen4 = avx512();
+  zen4.fmas_per_cycle = 1;
+  zen4.l1_bytes = 32 * 1024;
+  zen4.l2_bytes = 1024 * 1024;
+  zen4.l2_fill_bytes_per_cycle = 32;
+  TestTarget two_fmas = zen4;
+  two_fmas.fmas_per_cycle = 2;
+  ConvProblem p = backprop_data(DataFormat::kNHWC, 8, 7, 2048, 512, 1, 1);
+  p.direction = ConvDirection::kBackpropFilter;
+  const std::string fed = lower_and_schedule(p, zen4).schedule_summary;
+  const std::string capped = lower_and_schedule(p, two_fmas).schedule_summary;
+  EXPECT_NE(fed.find("blk=n4"), std::string::npos) << fed;
+  EXPECT_NE(capped.find("blk=n "), std::string::npos) << capped;
+}
+
 // Chunks of whole images (7x7 images, dW far beyond L2) stop where a column block's slice of
 // them outgrows three quarters of L1: 4 images (196 points) would keep the reloads at a tenth,
 // but at 192 bytes a point only 2 (98) fit the 32 KB L1 of the AVX2 target; 48 KB holds 3,
