@@ -633,11 +633,11 @@ void plan_filter_gradient(const ConvProblem& problem, CpuPlan& plan) {
   }
   // NHWC depthwise without a multiplier: the filter's columns share dy (tkw). A 16-bit dW only
   // where the tiles add into f32 partial sums (split_reduction), which are rounded once, as
-  // SEMANTICS.md requires: the later parts would otherwise add into a dW already rounded. There the
-  // shared dy vector is also widened once for all the filter columns that read it. Measured on Zen
-  // 4, two threads, bfloat16 (paired against the unshared taps): networks.txt's depthwise filter
-  // gradients 1.15-1.35x (MobileNetV2's 3x3, EfficientNet's 5x5 on 28x28 and 14x14 images),
-  // ConvNeXt's 7x7 on 56x56 images 2.46x.
+  // SEMANTICS.md requires: the later parts would otherwise add into a dW already rounded.
+  // There the shared dy vector is also widened once for all the filter columns that read it.
+  // Measured on Zen 4, two threads, bfloat16 (paired against the unshared taps): networks.txt's
+  // depthwise filter gradients 1.15-1.35x (MobileNetV2's 3x3, EfficientNet's 5x5 on 28x28 and
+  // 14x14 images), ConvNeXt's 7x7 on 56x56 images 2.46x.
   const bool partial_sums =
       plan.reduction_split != ReductionSplit::kNone || plan.partial_sums_for_rounding;
   plan.taps_share_out_backprop = p.depthwise && p.oc_per_group() == 1 &&

@@ -41,6 +41,16 @@ TestTarget avx512() {
   return t;
 }
 
+// A Zen 4 core: one zmm FMA a cycle, 32 KiB L1, 1 MiB L2 filling L1 at 32 bytes a cycle.
+TestTarget zen4_core() {
+  TestTarget t = avx512();
+  t.fmas_per_cycle = 1;
+  t.l1_bytes = 32 * 1024;
+  t.l2_bytes = 1024 * 1024;
+  t.l2_fill_bytes_per_cycle = 32;
+  return t;
+}
+
 // Registers an outer-product tile needs: its accumulators plus the shared vectors and two
 // temporaries, or plus every row's broadcast and one temporary for the streamed vectors.
 std::int64_t registers_of(std::int64_t rows, std::int64_t vecs) {
@@ -293,11 +303,7 @@ TEST(IrTileModel, FilterGradientChunksGrowWhenPartialSumsOutgrowL2) {
 // the reloads ask for (2 rows), not the one row that fits L1's share. With 480 -> 144 channels
 // (pixels 1920 and 576 bytes apart, spread over 32 and 64 sets) the one-row L1 chunk stays.
 TEST(IrTileModel, CrowdedL1SetsSizeTheChunkForTheReloads) {
-  TestTarget zen4 = avx512();
-  zen4.fmas_per_cycle = 1;
-  zen4.l1_bytes = 32 * 1024;
-  zen4.l2_bytes = 1024 * 1024;
-  zen4.l2_fill_bytes_per_cycle = 32;
+  const TestTarget zen4 = zen4_core();
   auto summary = [&](std::int64_t ic, std::int64_t oc) {
     ConvProblem p = backprop_data(DataFormat::kNHWC, 8, 28, ic, oc, 1, 1);
     p.direction = ConvDirection::kBackpropFilter;
@@ -313,11 +319,7 @@ TEST(IrTileModel, CrowdedL1SetsSizeTheChunkForTheReloads) {
 // reloaded from L3) takes chunks of 4 images, not the 1 that three quarters of L1 holds. At
 // two FMAs a cycle the same L2 no longer keeps up and the L1 cap stays.
 TEST(IrTileModel, ChunksGrowPastL1WhereL2FeedsTheTiles) {
-  TestTarget zen4 = avx512();
-  zen4.fmas_per_cycle = 1;
-  zen4.l1_bytes = 32 * 1024;
-  zen4.l2_bytes = 1024 * 1024;
-  zen4.l2_fill_bytes_per_cycle = 32;
+  const TestTarget zen4 = zen4_core();
   TestTarget two_fmas = zen4;
   two_fmas.fmas_per_cycle = 2;
   ConvProblem p = backprop_data(DataFormat::kNHWC, 8, 7, 2048, 512, 1, 1);
