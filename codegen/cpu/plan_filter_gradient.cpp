@@ -123,7 +123,9 @@ constexpr std::int64_t kAmxCappedRowBlocks = 8;
 // over 20 (0.90x for vgg16's 56x56 3x3 layer in chunks of two rows, 1.57x for r50's 7x7 3x3);
 // shapes.txt's three 1.07x. On Zen 5 and the Xeon, where L2 fills L1 at 64 bytes a cycle, 14
 // layers had measured 1.02x (0.97-1.08x). The cap was measured where L2 does not feed the
-// tiles (Zen 3's AVX2 tiles, below), and stays there.
+// tiles (Zen 3's AVX2 tiles, below), and stays there: Zen 4's AVX2 tiles (two ymm FMAs a
+// cycle, r3x32's 192 bytes a point in 6 cycles) ran 0.95x uncapped over 13 layers (0.78-1.02x,
+// two threads, paired).
 // Measured on the Xeon, two threads: vgg16's 4x56x56x256 3x3 filter gradient ran 745 GFLOP/s
 // in chunks of 29 rows and 1113 capped (5 rows), unet's 2x64x64x256 745 -> 1159; with 64 or
 // 128 input channels (2-4 row blocks of 32) the capped chunks' reloads cost more than L1
