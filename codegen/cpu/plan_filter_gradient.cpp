@@ -425,19 +425,27 @@ bool depthwise_widening_pays(const ConvProblem& p) {
 // few pixels and many channels), and wherever the batch leaves the reduction nothing to split.
 // Output-channel slices keep whole vectors; returns whether slices were chosen.
 //
-// An output-channel slice owns a 1/T share of every row of dW's output channels. Where a row
-// is narrower than a page, that share sits at the same offsets in every row, so the address
-// bits that pick a cache set are partly fixed: the thread's dW uses 1/T of L2's sets, and
-// where its slice needs more than that share of L2 it spills to L3 every chunk. Input-channel
-// slices are whole [kh][kw] blocks of rows, spread over every set. Measured on the
-// AMX Xeon, f32, two threads, both builds alternating, 3x3 layers: ResNet-50's 8x14x14 256
-// -> 256 302 -> 378 GFLOP/s with input-channel slices, UNet's 2x64x64 256 -> 256 261 -> 322,
-// VGG16's 4x14x14 512 -> 512 288 -> 324 (x and dy the same size, so both slices read as
-// much); layers not in the suites 0.99-1.44x; 1x1 2048 <- 512 (8 KiB rows) the same either
-// way; AVX2 code 1.03-1.15x, f64 1.08-1.12x. Only where the tiles accumulate into dW itself:
-// 16-bit gradients add f32 partial sums up in a scratch (widened f16 ran within 2% either
-// way), and the AMX tiles' per-thread copies of x by channel change with the slice too (3x3
-// layers 0.77-1.24x, unexplained).
+// An output-channel slice owns a 1/T share of every row of dW's output channels, at the same
+// offset in each. Where that share is narrower than a page, it sits in the same part of every
+// page it touches, so the address bits inside the page that pick a cache set are partly fixed
+// (those above come from the physical page): the thread's dW uses part of L2's sets, and where
+// its slice needs more than its share of L2 it spills to L3 every chunk. Input-channel slices
+// are whole [kh][kw] blocks of rows, spread over every set. Measured on the AMX Xeon, f32, two
+// threads, both builds alternating, 3x3 layers: ResNet-50's 8x14x14 256 -> 256 302 -> 378
+// GFLOP/s with input-channel slices, UNet's 2x64x64 256 -> 256 261 -> 322, VGG16's 4x14x14
+// 512 -> 512 288 -> 324 (x and dy the same size, so both slices read as much); layers not in
+// the suites 0.99-1.44x; AVX2 code 1.03-1.15x, f64 1.08-1.12x. A page-wide row halves the same
+// way. Zen 4, two threads, both builds alternating: ResNet-50's 1x1 256 -> 1024 (f32, 4 KiB
+// rows) 1.10-1.24x, AVX2 code 1.01x, with the threads splitting the reduction instead (input-
+// channel slices would each read all of its large dy: 0.87-0.96x); f64's 512-channel 3x3
+// layers 1.01-1.02x; outside the suites, f64's 7x7 3x3 768 -> 768 1.12x and f32's 14x14 1x1
+// 384 -> 1536 (6 KiB rows) 1.02x. 8 KiB rows' halves are whole pages (1x1 2048 <- 512 the same
+// either way). Rows whose size is not a power of two start their slices at more offsets of a
+// page, yet their input-channel slices were faster too (Zen 4, f32, 3x3 layers of 192 to
+// 768 channels: output-channel slices 0.67-1.00x). Only where the tiles accumulate into dW
+// itself: 16-bit gradients add f32 partial sums up in a scratch (widened f16 ran within 2%
+// either way), and the AMX tiles' per-thread copies of x by channel change with the slice too
+// (3x3 layers 0.77-1.24x, unexplained).
 constexpr std::int64_t kPageBytes = 4096;
 
 bool choose_output_slices(const ConvProblem& p, CpuPlan& plan) {
@@ -453,9 +461,9 @@ bool choose_output_slices(const ConvProblem& p, CpuPlan& plan) {
   const bool by_ic = p.ic % threads == 0;
   if (!by_oc && !by_ic) return false;
   const double dw_row = static_cast<double>(p.oc) * acc_bytes;
-  const bool oc_slices_share_sets =
-      ir::accumulator_dtype(p.dtype) == p.dtype && dw_row < static_cast<double>(kPageBytes) &&
-      dw > kL2Share * static_cast<double>(plan.cpu.l2_bytes);
+  const bool oc_slices_share_sets = ir::accumulator_dtype(p.dtype) == p.dtype &&
+                                    dw_row < t * static_cast<double>(kPageBytes) &&
+                                    dw > kL2Share * static_cast<double>(plan.cpu.l2_bytes);
   const bool input_channels = !by_oc || (by_ic && (dy < x || oc_slices_share_sets));
   const double sliced = (t - 1) * (input_channels ? dy : x);
   const bool reduction_splits = p.n % threads == 0 || fewest_tap_rows(p) >= threads;

@@ -190,8 +190,8 @@ TEST(CpuInfo, DeepDataGradientsWalkEachThreadsImagesInsideTheChannelBlocks) {
   EXPECT_FALSE(plan(fma, 2).channel_blocks_around_batch);
 }
 
-// Threads that own slices of an f32 dW whose output-channel rows are narrower than a page
-// slice its input channels: an output-channel slice's share of every row would sit in 1/T of
+// Threads that own slices of an f32 dW whose output-channel slices are narrower than a page
+// slice its input channels: an output-channel slice's share of every row would sit in part of
 // L2's sets (x and dy the same size, so either slice reads as much of them).
 TEST(CpuInfo, FilterGradientSlicesKeepEachThreadsDwOnEveryCacheSet) {
   const CpuInfo fma = testing::avx512_bf16_target(false);
@@ -214,6 +214,23 @@ TEST(CpuInfo, FilterGradientSlicesKeepEachThreadsDwOnEveryCacheSet) {
   layer.dtype = DType::kFloat32;
   EXPECT_EQ(plan(fma).output_slices, 2);
   EXPECT_FALSE(plan(fma).slices_of_input_channels);
+  // A page-wide row (1024 output channels) halves into slices of half a page. On a 1 MiB L2
+  // (Zen 4) ResNet-50's 1x1 256 -> 1024 (1 MiB of dW) is then not sliced by output channel;
+  // input-channel slices would each read all of dy, four times x's size, so the threads split
+  // the reduction.
+  CpuInfo zen4 = fma;
+  zen4.l2_bytes = 1 << 20;
+  layer = bf16_layer(8, 14, 256, 1024, 1, 1, Padding::kValid);
+  layer.dtype = DType::kFloat32;
+  const CpuPlan page_rows = layer_plan(layer, OpKind::kConv2DBackpropFilter, zen4);
+  EXPECT_LE(page_rows.output_slices, 1);
+  EXPECT_NE(page_rows.reduction_split, ReductionSplit::kNone);
+  // f64's 512-channel 3x3 (4 KiB rows, 9 MiB of dW) slices its input channels.
+  layer = bf16_layer(8, 7, 512, 512, 3, 1, Padding::kSame);
+  layer.dtype = DType::kFloat64;
+  const CpuPlan f64_rows = layer_plan(layer, OpKind::kConv2DBackpropFilter, zen4);
+  EXPECT_EQ(f64_rows.output_slices, 2);
+  EXPECT_TRUE(f64_rows.slices_of_input_channels);
 }
 
 // A depthwise filter gradient's filter columns share dy (taps_share_out_backprop) in 16-bit
