@@ -22,7 +22,11 @@ Threads: the kernel's parallel loops run on XLA's CPU intra-op thread pool (the 
 ThreadPool context), the calling thread taking chunks too. Errors in an op instance (bad
 strides, shapes, padding) are raised while tracing, as ``convjit.Error`` (a ``ValueError``)
 with TensorFlow's message; failures while running come back as XLA runtime errors with
-convjit's message. CPU only: on a GPU platform the custom call is not registered.
+convjit's message.
+
+GPU: on JAX's CUDA platform the same custom call compiles the kernel for the call's device and
+queues it on XLA's stream (the workspace from XLA's allocator); that needs a libconvjit built
+with the CUDA backend.
 """
 
 import ctypes
@@ -57,6 +61,9 @@ def _library():
                                 "jaxlib " + jaxlib.__version__)
     lib = ctypes.CDLL(path)
     jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(lib.ConvjitOp), platform="cpu")
+    # XLA keeps a platform's targets until that platform's backend compiles a call to one, so
+    # registering the CUDA handler costs nothing where jaxlib has no CUDA plugin.
+    jax.ffi.register_ffi_target(_TARGET, jax.ffi.pycapsule(lib.ConvjitOpCuda), platform="CUDA")
     i64p = ctypes.POINTER(ctypes.c_int64)
     lib.convjit_jax_infer.restype = ctypes.c_int
     lib.convjit_jax_infer.argtypes = [

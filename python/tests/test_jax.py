@@ -159,3 +159,55 @@ def test_errors_carry_tensorflow_messages():
     with pytest.raises(convjit.Error, match="static"):
         jax.jit(lambda s, b, dy: cj.conv2d_backprop_input(s, b, dy, (1, 1, 1, 1), "SAME"))(
             jnp.array([1, 5, 5, 2]), w, jnp.ones((1, 5, 5, 4), jnp.float32))
+
+
+def test_cuda_handler_is_built_beside_the_cpu_one():
+    # Registered for JAX's CUDA platform when the library loads; run by the GPU test below.
+    lib = cj._library()
+    assert lib.ConvjitOp and lib.ConvjitOpCuda
+
+
+def _gpu_or_skip():
+    """JAX's first GPU, where convjit can compile for it; else the test skips, saying why."""
+    try:
+        gpu = jax.devices("gpu")[0]
+    except RuntimeError:
+        pytest.skip("JAX has no GPU here")
+    try:
+        convjit.compile("conv2d_backprop_input", device="cuda:%d" % gpu.id,
+                        input_sizes=(1, 5, 5, 2), filter=(3, 3, 2, 4), strides=(1, 1, 1, 1),
+                        padding="SAME")
+    except convjit.Error as error:
+        pytest.skip("convjit cannot compile for %s: %s" % (gpu, error))
+    return gpu
+
+
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv2d", "depthwise"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_ops_on_gpu_arrays_match_lax(depthwise, dtype):
+    # The CUDA handler: kernels compiled for the arrays' device, queued on XLA's stream, the
+    # workspace (split-K filter gradients) from XLA's allocator.
+    gpu = _gpu_or_skip()
+    rng = random.Random(zlib.crc32(("gpu-%s-%s" % (depthwise, dtype)).encode()))
+    np_rng = np.random.default_rng(rng.randint(0, 1000))
+    for fmt in ("NHWC", "NCHW"):
+        (n, h, w, c), fshape, s, d, pad, p = _case(rng, depthwise)
+        attrs = _attrs(fmt, s, d, pad, p)
+        xshape = (n, h, w, c) if fmt == "NHWC" else (n, c, h, w)
+        x = jax.device_put(jnp.asarray(np_rng.standard_normal(xshape)).astype(dtype), gpu)
+        filter = jax.device_put(jnp.asarray(np_rng.standard_normal(fshape)).astype(dtype), gpu)
+        forward = cj.depthwise_conv2d_native if depthwise else cj.conv2d
+
+        def loss(a, b):
+            return jnp.sum(forward(a, b, **attrs).astype(jnp.float32) ** 2)
+
+        y = jax.jit(lambda a, b: forward(a, b, **attrs))(x, filter)
+        assert y.devices() == {gpu}
+        grads = jax.jit(jax.grad(loss, argnums=(0, 1)))(x, filter)
+        host_x, host_w = (jax.device_get(v).astype(np.float64) for v in (x, filter))
+        want, vjp = jax.vjp(lambda a, b: _lax_conv(a, b, fmt, s, d, pad, p, depthwise),
+                            jnp.asarray(host_x), jnp.asarray(host_w))
+        _close(jax.device_get(y), want, dtype)
+        want_dx, want_dw = vjp(2 * jax.device_get(y).astype(np.float64))
+        _close(jax.device_get(grads[0]), want_dx, dtype)
+        _close(jax.device_get(grads[1]), want_dw, dtype)

@@ -336,3 +336,59 @@ def test_torch_compile_of_a_model():
     _close(out, eager, "float32")
     out.sum().backward()
     assert model[0].weight.grad is not None and model[2].weight.grad is not None
+
+
+def _cuda_or_skip():
+    """The current CUDA device, where PyTorch has one and convjit can compile for it; else the
+    test skips, saying why."""
+    import convjit
+
+    if not torch.cuda.is_available():
+        pytest.skip("PyTorch has no CUDA device here")
+    device = "cuda:%d" % torch.cuda.current_device()
+    try:
+        convjit.compile("conv2d_backprop_input", device=device, input_sizes=(1, 5, 5, 2),
+                        filter=(3, 3, 2, 4), strides=(1, 1, 1, 1), padding="SAME")
+    except convjit.Error as error:
+        pytest.skip("convjit cannot compile for %s: %s" % (device, error))
+    return device
+
+
+@pytest.mark.parametrize("depthwise", [False, True], ids=["conv2d", "depthwise"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_cuda_tensors_match_torch(depthwise, dtype):
+    # CUDA tensors: kernels compiled for their device and run on PyTorch's current stream (a
+    # side stream here, so an op queued on the default stream instead would race), autograd
+    # through the gradient ops, Conv2d on the device.
+    device = _cuda_or_skip()
+    rng = random.Random(zlib.crc32(("cuda-%s-%s" % (depthwise, dtype)).encode()))
+    torch_dtype = getattr(torch, dtype)
+    stream = torch.cuda.Stream()
+    for fmt in ("NHWC", "NCHW"):
+        (n, h, w, c), fshape, s, d, pad, p = _case(rng, depthwise)
+        attrs = _attrs(fmt, s, d, pad, p)
+        x_nchw = torch.randn(n, c, h, w, dtype=torch.float64)
+        filter64 = torch.randn(*fshape, dtype=torch.float64)
+        weight = _torch_weight(filter64, depthwise)
+        ref_args = dict(stride=s, padding=p, dilation=d, groups=c if depthwise else 1)
+        x = _to_fmt(x_nchw, fmt).to(device, torch_dtype).requires_grad_()
+        filter = filter64.to(device, torch_dtype).requires_grad_()
+        forward = ct.depthwise_conv2d_native if depthwise else ct.conv2d
+        with torch.cuda.stream(stream):
+            y = forward(x, filter, **attrs)
+            (y.float() ** 2).sum().backward()
+        stream.synchronize()
+        assert y.device == x.device and y.dtype == torch_dtype
+        x_ref = x_nchw.to(torch_dtype).double().requires_grad_()
+        w_ref = weight.to(torch_dtype).double().requires_grad_()
+        want = F.conv2d(x_ref, w_ref, **ref_args)
+        (want ** 2).sum().backward()
+        _close(_to_nchw(y, fmt).cpu(), want, dtype)
+        _close(_to_nchw(x.grad, fmt).cpu(), x_ref.grad, dtype)
+        _close(_torch_weight(filter.grad, depthwise).cpu(), w_ref.grad, dtype)
+    module = ct.Conv2d(3, 4, 3, padding=1).to(device)
+    reference = torch.nn.Conv2d(3, 4, 3, padding=1).to(device)
+    reference.load_state_dict(module.state_dict())
+    x = torch.randn(2, 3, 8, 8, device=device)
+    with torch.backends.cudnn.flags(allow_tf32=False):  # the exact float32 reference
+        _close(module(x).cpu(), reference(x).cpu(), "float32")

@@ -1,9 +1,12 @@
-// convjit's XLA FFI handler (convjit.jax registers it with jax.ffi.register_ffi_target): one
-// custom call, "convjit_op", computes any of the six ops named by its `op` attribute.
+// convjit's XLA FFI handlers (convjit.jax registers them with jax.ffi.register_ffi_target): one
+// custom call, "convjit_op", computes any of the six ops named by its `op` attribute, with one
+// handler per platform.
 //   - The kernel is compiled on the first call for an op instance (attributes, operand shapes,
-//     dtype, pool size) and kept in a process-wide table: later calls only look it up.
-//   - Its parallel loops run on XLA's intra-op thread pool (the FFI ThreadPool context); the
-//     calling thread takes chunks too, so the loop finishes even when the pool is busy.
+//     dtype, device, pool size) and kept in a process-wide table: later calls only look it up.
+//   - CPU: its parallel loops run on XLA's intra-op thread pool (the FFI ThreadPool context);
+//     the calling thread takes chunks too, so the loop finishes even when the pool is busy.
+//   - CUDA: compiled for the call's device and queued on XLA's stream, the workspace from
+//     XLA's scratch allocator.
 //   - Errors keep convjit's (TensorFlow's) message; XLA raises them in Python.
 // convjit_jax_infer (plain C, called through ctypes while tracing) validates an op instance
 // and gives its result's shape, so a bad attribute fails at trace time with TensorFlow's text.
@@ -15,8 +18,10 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "adapter_common.h"
@@ -123,85 +128,166 @@ convjit_adapter::KernelTable& kernels() {
   return *table;
 }
 
-ffi::Error run_op(ffi::ThreadPool pool, ffi::AnyBuffer a, ffi::AnyBuffer b,
-                  ffi::Result<ffi::AnyBuffer> out, std::string_view op,
-                  ffi::Span<const std::int64_t> sizes, ffi::Span<const std::int64_t> strides,
-                  std::string_view padding, ffi::Span<const std::int64_t> explicit_paddings,
-                  std::string_view data_format, ffi::Span<const std::int64_t> dilations) {
+// One call's op instance, decoded from its operands and attributes.
+struct OpCall {
   Attrs attrs;
-  if (!convjit_adapter::parse_op(std::string(op), &attrs.op)) {
+  convjit_dtype dtype = CONVJIT_FLOAT32;
+  std::vector<std::int64_t> sizes, a_dims, b_dims;
+};
+
+ffi::Error decode_call(ffi::AnyBuffer a, ffi::AnyBuffer b, std::string_view op,
+                       ffi::Span<const std::int64_t> sizes, ffi::Span<const std::int64_t> strides,
+                       std::string_view padding, ffi::Span<const std::int64_t> explicit_paddings,
+                       std::string_view data_format, ffi::Span<const std::int64_t> dilations,
+                       OpCall* call) {
+  if (!convjit_adapter::parse_op(std::string(op), &call->attrs.op)) {
     return ffi::Error(ffi::ErrorCode::kInvalidArgument, "convjit_op: unknown op " + std::string(op));
   }
-  convjit_dtype dtype;
-  if (!to_convjit_dtype(a.element_type(), &dtype) || a.element_type() != b.element_type()) {
+  if (!to_convjit_dtype(a.element_type(), &call->dtype) || a.element_type() != b.element_type()) {
     return ffi::Error(ffi::ErrorCode::kInvalidArgument,
-                      std::string(convjit_adapter::op_name(attrs.op)) +
+                      std::string(convjit_adapter::op_name(call->attrs.op)) +
                           ": convjit computes float16, bfloat16, float32 and float64 operands of "
                           "one dtype");
   }
-  attrs.padding = std::string(padding);
-  attrs.data_format = std::string(data_format);
-  attrs.strides = to_vector(strides);
-  attrs.dilations = to_vector(dilations);
-  attrs.explicit_paddings = to_vector(explicit_paddings);
-  const std::vector<std::int64_t> size_values = to_vector(sizes);
-  const std::vector<std::int64_t> a_dims = to_vector(a.dimensions());
-  const std::vector<std::int64_t> b_dims = to_vector(b.dimensions());
-  const std::int64_t threads = pool.num_threads() > 0 ? pool.num_threads() : 1;
+  call->attrs.padding = std::string(padding);
+  call->attrs.data_format = std::string(data_format);
+  call->attrs.strides = to_vector(strides);
+  call->attrs.dilations = to_vector(dilations);
+  call->attrs.explicit_paddings = to_vector(explicit_paddings);
+  call->sizes = to_vector(sizes);
+  call->a_dims = to_vector(a.dimensions());
+  call->b_dims = to_vector(b.dimensions());
+  return ffi::Error::Success();
+}
 
+// The kernel of `call` for `device` ("cpu" with `threads` pool threads, or "cuda:N"), compiled
+// on the process's first call of that instance.
+Failure kernel_for(const OpCall& call, const std::string& device, std::int64_t threads,
+                   KernelPtr* kernel) {
   convjit_adapter::KernelTable::Key key;
-  key.values = {static_cast<std::int64_t>(attrs.op), dtype, threads, -1};
-  const std::vector<std::int64_t>* parts[] = {&size_values,   &a_dims,           &b_dims,
-                                              &attrs.strides, &attrs.dilations,
-                                              &attrs.explicit_paddings};
+  key.values = {static_cast<std::int64_t>(call.attrs.op), call.dtype, threads, -1};
+  const std::vector<std::int64_t>* parts[] = {&call.sizes,           &call.a_dims,
+                                              &call.b_dims,          &call.attrs.strides,
+                                              &call.attrs.dilations, &call.attrs.explicit_paddings};
   for (const std::vector<std::int64_t>* v : parts) {
     key.values.insert(key.values.end(), v->begin(), v->end());
     key.values.push_back(-1);
   }
-  for (char c : attrs.padding + "|" + attrs.data_format) key.values.push_back(c);
-  KernelPtr kernel;
-  Failure failure = kernels().get(
+  for (char c : call.attrs.padding + "|" + call.attrs.data_format + "|" + device) {
+    key.values.push_back(c);
+  }
+  return kernels().get(
       key,
       [&](KernelPtr* made) {
-        return convjit_adapter::compile(attrs, dtype, size_values, a_dims, b_dims, "cpu",
-                                        static_cast<int>(threads), made);
+        return convjit_adapter::compile(call.attrs, call.dtype, call.sizes, call.a_dims,
+                                        call.b_dims, device, static_cast<int>(threads), made);
       },
-      &kernel);
-  if (!failure.ok()) return to_ffi_error(failure);
+      kernel);
+}
 
+// Runs `kernel` on the call's buffers (host memory on CPU, device memory on a GPU).
+ffi::Error run_kernel(const OpCall& call, const KernelPtr& kernel, const ffi::AnyBuffer& a,
+                      const ffi::AnyBuffer& b, ffi::Result<ffi::AnyBuffer>& out,
+                      const convjit_run_context* context, convjit_parallel_for_fn loop,
+                      void* loop_ctx) {
   const std::array<std::int64_t, 4> out_dims = convjit_adapter::output_shape(kernel.get());
-  const convjit_tensor ta =
-      convjit_adapter::make_tensor(dtype, a_dims.data(), static_cast<int>(a_dims.size()),
-                                   a.untyped_data());
-  const convjit_tensor tb =
-      convjit_adapter::make_tensor(dtype, b_dims.data(), static_cast<int>(b_dims.size()),
-                                   b.untyped_data());
-  const convjit_tensor tout = convjit_adapter::make_tensor(dtype, out_dims.data(), 4,
-                                                           out->untyped_data());
-  PoolLoop loop{&pool, threads};
-  const convjit_status status = convjit_run_with_parallel_for(kernel.get(), &ta, &tb, &tout,
-                                                              nullptr, &xla_parallel_for, &loop);
+  const convjit_tensor ta = convjit_adapter::make_tensor(
+      call.dtype, call.a_dims.data(), static_cast<int>(call.a_dims.size()), a.untyped_data());
+  const convjit_tensor tb = convjit_adapter::make_tensor(
+      call.dtype, call.b_dims.data(), static_cast<int>(call.b_dims.size()), b.untyped_data());
+  const convjit_tensor tout =
+      convjit_adapter::make_tensor(call.dtype, out_dims.data(), 4, out->untyped_data());
+  const convjit_status status =
+      convjit_run_with_parallel_for(kernel.get(), &ta, &tb, &tout, context, loop, loop_ctx);
   return to_ffi_error(convjit_adapter::last_failure(status));
+}
+
+// The CPU handler: the kernel's parallel loops run on XLA's intra-op pool.
+ffi::Error run_op_cpu(ffi::ThreadPool pool, ffi::AnyBuffer a, ffi::AnyBuffer b,
+                      ffi::Result<ffi::AnyBuffer> out, std::string_view op,
+                      ffi::Span<const std::int64_t> sizes, ffi::Span<const std::int64_t> strides,
+                      std::string_view padding, ffi::Span<const std::int64_t> explicit_paddings,
+                      std::string_view data_format, ffi::Span<const std::int64_t> dilations) {
+  OpCall call;
+  ffi::Error decoded = decode_call(a, b, op, sizes, strides, padding, explicit_paddings,
+                                   data_format, dilations, &call);
+  if (decoded.failure()) return decoded;
+  const std::int64_t threads = pool.num_threads() > 0 ? pool.num_threads() : 1;
+  KernelPtr kernel;
+  const Failure failure = kernel_for(call, "cpu", threads, &kernel);
+  if (!failure.ok()) return to_ffi_error(failure);
+  PoolLoop loop{&pool, threads};
+  return run_kernel(call, kernel, a, b, out, nullptr, &xla_parallel_for, &loop);
+}
+
+// The CUDA handler: the kernel, compiled for the call's device, is queued on XLA's stream with
+// a workspace from XLA's allocator (freed when the call returns, which XLA orders after the
+// stream's work); the call returns once the work is queued.
+ffi::Error run_op_cuda(void* stream, ffi::ScratchAllocator scratch, std::int32_t ordinal,
+                       ffi::AnyBuffer a, ffi::AnyBuffer b, ffi::Result<ffi::AnyBuffer> out,
+                       std::string_view op, ffi::Span<const std::int64_t> sizes,
+                       ffi::Span<const std::int64_t> strides, std::string_view padding,
+                       ffi::Span<const std::int64_t> explicit_paddings,
+                       std::string_view data_format, ffi::Span<const std::int64_t> dilations) {
+  OpCall call;
+  ffi::Error decoded = decode_call(a, b, op, sizes, strides, padding, explicit_paddings,
+                                   data_format, dilations, &call);
+  if (decoded.failure()) return decoded;
+  KernelPtr kernel;
+  const Failure failure = kernel_for(call, "cuda:" + std::to_string(ordinal), 0, &kernel);
+  if (!failure.ok()) return to_ffi_error(failure);
+  convjit_run_context context;
+  std::memset(&context, 0, sizeof context);
+  context.stream = stream;
+  context.workspace_bytes = convjit_kernel_workspace_bytes(kernel.get());
+  if (context.workspace_bytes > 0) {
+    constexpr std::size_t kWorkspaceAlignment = 256;
+    const std::optional<void*> workspace =
+        scratch.Allocate(context.workspace_bytes, kWorkspaceAlignment);
+    if (!workspace.has_value()) {
+      return ffi::Error(ffi::ErrorCode::kResourceExhausted,
+                        std::string(convjit_adapter::op_name(call.attrs.op)) +
+                            ": XLA could not allocate the kernel's workspace of " +
+                            std::to_string(context.workspace_bytes) + " bytes");
+    }
+    context.workspace = *workspace;
+  }
+  return run_kernel(call, kernel, a, b, out, &context, nullptr, nullptr);
+}
+
+// The attributes both handlers take, after their contexts and buffers.
+template <typename Binding>
+auto bind_attributes(Binding binding) {
+  return std::move(binding)
+      .template Attr<std::string_view>("op")
+      .template Attr<ffi::Span<const std::int64_t>>("sizes")
+      .template Attr<ffi::Span<const std::int64_t>>("strides")
+      .template Attr<std::string_view>("padding")
+      .template Attr<ffi::Span<const std::int64_t>>("explicit_paddings")
+      .template Attr<std::string_view>("data_format")
+      .template Attr<ffi::Span<const std::int64_t>>("dilations");
 }
 
 }  // namespace
 
-// The handler is the library's one exported symbol besides convjit_jax_infer (the rest is
-// compiled hidden).
+// The handlers are the library's exported symbols besides convjit_jax_infer (the rest is
+// compiled hidden). ConvjitOpCuda is registered for JAX's CUDA platform; it needs a libconvjit
+// built with the CUDA backend (else its calls fail with convjit's "unavailable" message).
 #pragma GCC visibility push(default)
-XLA_FFI_DEFINE_HANDLER_SYMBOL(ConvjitOp, run_op,
-                              ffi::Ffi::Bind()
-                                  .Ctx<ffi::ThreadPool>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Arg<ffi::AnyBuffer>()
-                                  .Ret<ffi::AnyBuffer>()
-                                  .Attr<std::string_view>("op")
-                                  .Attr<ffi::Span<const std::int64_t>>("sizes")
-                                  .Attr<ffi::Span<const std::int64_t>>("strides")
-                                  .Attr<std::string_view>("padding")
-                                  .Attr<ffi::Span<const std::int64_t>>("explicit_paddings")
-                                  .Attr<std::string_view>("data_format")
-                                  .Attr<ffi::Span<const std::int64_t>>("dilations"));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ConvjitOp, run_op_cpu,
+                              bind_attributes(ffi::Ffi::Bind()
+                                                  .Ctx<ffi::ThreadPool>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Ret<ffi::AnyBuffer>()));
+XLA_FFI_DEFINE_HANDLER_SYMBOL(ConvjitOpCuda, run_op_cuda,
+                              bind_attributes(ffi::Ffi::Bind()
+                                                  .Ctx<ffi::PlatformStream<void*>>()
+                                                  .Ctx<ffi::ScratchAllocator>()
+                                                  .Ctx<ffi::DeviceOrdinal>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Arg<ffi::AnyBuffer>()
+                                                  .Ret<ffi::AnyBuffer>()));
 #pragma GCC visibility pop
 
 // Validates an op instance and stores its result's shape in out[0..3]: 0 on success, else the
