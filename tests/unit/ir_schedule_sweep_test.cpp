@@ -555,6 +555,55 @@ TEST(IrBatchOperandCopies, DepthwiseOperandsMetByManyTapsAreWidenedPerImage) {
   }
 }
 
+// A depthwise filter gradient with a depth multiplier (NHWC) takes vectors along the channels
+// over a de-interleaved copy of dy, the multiplier's outputs as tile rows (deint), not the
+// multiplier's few lanes as vectors; the copy holds one image per thread (privatized in
+// parallelize), and dW's lanes, M apart, are written by the tiles. Channel counts with tails,
+// strides, every dtype, one thread and two, AVX2 and AVX-512; each final nest matches the
+// reference.
+TEST(IrDepthMultiplier, FilterGradientTilesRunAlongTheChannelsOfADeinterleavedDy) {
+  struct Case {
+    std::int64_t c, multiplier, k, stride;
+  };
+  const Case cases[] = {{8, 2, 3, 1}, {24, 3, 5, 1}, {40, 2, 3, 2}, {17, 4, 1, 1}};
+  std::uint64_t seed = 911;
+  for (const DType dtype : {DType::kFloat32, DType::kFloat64, DType::kBFloat16, DType::kHalf}) {
+    for (const Case& c : cases) {
+      for (const int threads : {1, 2}) {
+        for (const bool avx2 : {true, false}) {
+          const Geometry g{
+              4, 9, 7, c.c, c.k, c.k, 1, c.multiplier, c.stride, c.stride, 1, 1, Padding::kSame,
+              0, 0, 0, 0,   true};
+          const ConvProblem p =
+              make_problem(g, ConvDirection::kBackpropFilter, dtype, DataFormat::kNHWC);
+          const TestTarget target =
+              avx2 ? avx2_target(threads, 1 << 20) : host_target(Isa::kAvx512, threads);
+          const LoopNest nest = lower_and_schedule(p, target);
+          const std::string text = print(nest);
+          SCOPED_TRACE(text);
+          EXPECT_NE(nest.schedule_summary.find("deint" + std::to_string(c.multiplier)),
+                    std::string::npos)
+              << nest.schedule_summary;
+          EXPECT_EQ(text.find("* dy["), std::string::npos);  // no tile reads dy itself
+          EXPECT_TRUE(std::regex_search(text, std::regex(R"(tile r:\d+ x v:([89]|\d\d))")));
+          const auto copy = std::find_if(nest.buffers.begin(), nest.buffers.end(),
+                                         [](const Buffer& b) { return b.name == "dyd"; });
+          ASSERT_NE(copy, nest.buffers.end());
+          EXPECT_LE(copy->dims.front(), threads);  // one image per thread, not the batch
+          expect_filter_gradient_matches(p, nest, threads, seed++);
+        }
+      }
+    }
+  }
+  // Without a channel loop (one channel) the multiplier's lanes stay the vectors.
+  const Geometry one{2, 5, 5, 1, 3, 3, 1, 3, 1, 1, 1, 1, Padding::kSame, 0, 0, 0, 0, true};
+  const ConvProblem p =
+      make_problem(one, ConvDirection::kBackpropFilter, DType::kFloat32, DataFormat::kNHWC);
+  const LoopNest nest = lower_and_schedule(p, host_target(Isa::kAvx512, 1));
+  EXPECT_EQ(nest.schedule_summary.find("deint"), std::string::npos) << nest.schedule_summary;
+  expect_filter_gradient_matches(p, nest, 1, seed);
+}
+
 // f32 and f64 filter gradients whose x or dy pixels are a multiple of 512 bytes apart (their
 // lines would crowd a few L1 sets) read copies of them with every pixel padded by whole lines,
 // in every schedule form: unblocked, blocked per row chunk, chunks of several images, output-

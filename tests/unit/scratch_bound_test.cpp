@@ -83,16 +83,18 @@ std::vector<ScratchCase> scratch_cases() {
       // copies elsewhere): per pair of images in chunks, and for a deep layer (dW of 590 KB
       // in f32, 4x4 images) every pair of a thread's images copied before the tiles, which
       // stays within dW's size.
-      {"bf16_filter_gradient",
-       with_dtype(desc_of(kConv2DBackpropFilter, nhwc, {16, 24, 24, 16}, {3, 3, 16, 16}, 1,
-                          Padding::kSame),
-                  DType::kBFloat16)},
-      {"bf16_deep_filter_gradient",
-       with_dtype(desc_of(kConv2DBackpropFilter, nhwc, {16, 4, 4, 128}, {3, 3, 128, 128}, 1,
-                          Padding::kSame),
-                  DType::kBFloat16)},
+      {"bf16_filter_gradient", with_dtype(desc_of(kConv2DBackpropFilter, nhwc, {16, 24, 24, 16},
+                                                  {3, 3, 16, 16}, 1, Padding::kSame),
+                                          DType::kBFloat16)},
+      {"bf16_deep_filter_gradient", with_dtype(desc_of(kConv2DBackpropFilter, nhwc, {16, 4, 4, 128},
+                                                       {3, 3, 128, 128}, 1, Padding::kSame),
+                                               DType::kBFloat16)},
       {"depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nhwc,
                                            {16, 12, 12, 8}, {3, 3, 8, 2}, 1, Padding::kSame)},
+      // A depth multiplier's filter gradient: dy de-interleaved one image per thread.
+      {"depthwise_multiplier_filter_gradient",
+       desc_of(kDepthwiseConv2dNativeBackpropFilter, nhwc, {16, 12, 12, 8}, {3, 3, 8, 2}, 1,
+               Padding::kSame)},
       // NCHW depthwise: a zero-bordered copy of each group's dy planes, per thread; at
       // stride 2 with repeated columns, plus the per-column weights.
       {"nchw_depthwise_input_gradient", desc_of(kDepthwiseConv2dNativeBackpropInput, nchw,

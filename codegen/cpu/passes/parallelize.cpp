@@ -78,10 +78,11 @@ void unwrap_single_trips(std::vector<Stmt>& body) {
 }  // namespace
 
 LoopNest parallelize(LoopNest nest, const CpuPlan& plan) {
-  // A filter gradient's copies (dy; x and dy for the NCHW depthwise one) move into the batch
-  // loop the split made, one image per chunk, before loops are marked parallel (so a copy
-  // never becomes a parallel loop of its own).
-  if (plan.channels_last_out_backprop || plan.channels_last_copies) {
+  // A filter gradient's copies (dy; x and dy for the NCHW depthwise one; a depth multiplier's
+  // de-interleaved dy) move into the batch loop the split made, one image per chunk, before
+  // loops are marked parallel (so a copy never becomes a parallel loop of its own).
+  if (plan.channels_last_out_backprop || plan.channels_last_copies ||
+      plan.deinterleave_multiplier) {
     while (privatize_filter_gradient_copy(nest)) {
     }
   }

@@ -117,8 +117,9 @@ class RegisterTile {
   std::int64_t tile(const Loop* r, const Loop& c, Tile t, std::vector<Stmt>* out) {
     bool ok = true;
     // Columns: one operand a vector along the loop with the other constant (outer product),
-    // or both vectors (elementwise: depthwise channels). c is contiguous along it, or, in the
-    // outer product, strided (a stride residue's W positions): its lanes are written once per
+    // or both vectors (elementwise: depthwise channels). c is contiguous along it, or strided
+    // (a stride residue's W positions in the outer product, the channels of a depth
+    // multiplier's filter gradient in the elementwise form): its lanes are written once per
     // tile, after the whole reduction.
     TileForm form = TileForm::kNone;
     const std::int64_t cc = c.step == 1 ? flat_coef(nest_, t.c, c.var, &ok) : 0;
@@ -127,7 +128,7 @@ class RegisterTile {
       const std::int64_t cb = flat_coef(nest_, t.b, c.var, &ok);
       if (ok && ca == 1 && cb == 0) std::swap(t.a, t.b);  // NCHW: the activation is the vector
       if (ok && ((ca == 0 && cb == 1) || (ca == 1 && cb == 0))) form = TileForm::kOuterProduct;
-      if (ok && ca == 1 && cb == 1 && cc == 1) form = TileForm::kElementwise;
+      if (ok && ca == 1 && cb == 1) form = TileForm::kElementwise;
     }
     // Rows: the b operand (reused across rows) must not depend on the row loop. In the
     // elementwise form, and in a single column (a border column of a W-vector tile, whose
