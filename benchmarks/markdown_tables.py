@@ -72,8 +72,8 @@ def main():
             ours = values["convjit"]["gflops"] if values.get("convjit") else None
             ratios = []
             for group_cols in (tf_cols, cols):
-                peers = [values[c] for c in group_cols if values.get(c)]
-                ratios.append(best_speedup(ours, peers) if ours else None)
+                rivals = [values[c] for c in group_cols if values.get(c)]
+                ratios.append(best_speedup(ours, rivals) if ours else None)
             for kept, ratio in zip(by_op[op], ratios):
                 if ratio:
                     kept.append(ratio)

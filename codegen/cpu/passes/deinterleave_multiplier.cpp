@@ -9,9 +9,10 @@
 //
 // Backprop filter: dW[kh, kw, 0, c*M + m] = sum over the points of X[.., c] * dY[.., c*M + m].
 // Left alone the tiles would take their vectors along m (M lanes wide). Instead dY is copied
-// once per call as [n][oh][ow][m][c], and each tap's loops over c and m are swapped, so the
-// tiles take vectors along c and the multiplier as their rows: one X vector serves M rows of
-// dY's copy. Only dW's lanes stay M apart, which the tiles load and store once per chunk.
+// as [n][oh][ow][m][c] (parallelize moves the copy into the batch chunks, one image per
+// thread), and each tap's loops over c and m are swapped, so the tiles take vectors along c
+// and the multiplier as their rows: one X vector serves M rows of dY's copy. Only dW's lanes
+// stay M apart, which the tiles load and store once per chunk.
 //
 // The copies are plain Store nests, contiguous on the store side, in the accumulator type
 // (they widen 16-bit operands once, where the elementwise tiles would widen both vectors at

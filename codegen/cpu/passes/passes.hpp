@@ -61,8 +61,9 @@ ir::LoopNest pack_filter(ir::LoopNest nest, const CpuPlan& plan);
 /// filter slice serves many pixels; the packed filter becomes [block][kh][kw][oc][cols].
 ir::LoopNest block_channels(ir::LoopNest nest, const CpuPlan& plan);
 
-/// Depthwise backprop data NHWC with a depth multiplier M > 1: copies W and dy once per call
-/// into scratches laid out [..][m][c], so the channel vector is contiguous in both operands.
+/// Depthwise gradients NHWC with a depth multiplier M > 1: copies dy (and for the input
+/// gradient W) into scratches laid out [..][m][c], so the channel vector is contiguous in the
+/// operands; the filter gradient's tiles take the multiplier's outputs as rows.
 ir::LoopNest deinterleave_multiplier(ir::LoopNest nest, const CpuPlan& plan);
 
 /// Backprop filter NCHW: copies dy once per call into an NHWC scratch so the tiles' column
