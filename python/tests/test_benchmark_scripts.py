@@ -66,6 +66,19 @@ def test_ratio_against_tensorflow_comes_from_its_own_process(tmp_path):
     assert "convjit beside" not in table, table
 
 
+def test_markdown_tables_of_several_dtypes_in_one_file(tmp_path):
+    # One table per dtype, each against its own peers (run_suite.py --dtype f32,bf16).
+    records = [_record("convjit", 100.0), _record("onednn-3.13.2", 80.0),
+               dict(_record("convjit", 300.0), dtype="bf16"),
+               dict(_record("onednn-3.13.2", 200.0), dtype="bf16")]
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps({"results": records}))
+    table = _script("markdown_tables.py", path).stdout
+    f32, bf16 = table.split("### bf16")
+    assert _table_row(f32, "layer")[-2] == "1.25x", table
+    assert _table_row(bf16, "layer")[-2] == "1.50x", table
+
+
 def test_run_suite_keeps_each_implementations_fastest_round(monkeypatch):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import run_suite
