@@ -516,6 +516,11 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
   }
 }
 
+// An AVX2 target (1 MiB of L2) or the host's AVX-512 one, for `threads` threads.
+TestTarget avx2_or_avx512_target(bool avx2, int threads) {
+  return avx2 ? avx2_target(threads, 1 << 20) : host_target(Isa::kAvx512, threads);
+}
+
 // A 16-bit depthwise filter gradient whose x and dy elements each meet many taps (5x5 and
 // 7x7 filters at stride 1) reads both widened to f32 once per image; a 3x3 filter's, a
 // strided 5x5's and a depth multiplier's tiles keep widening their loads. On AVX2 and AVX-512
@@ -537,9 +542,7 @@ TEST(IrBatchOperandCopies, DepthwiseOperandsMetByManyTapsAreWidenedPerImage) {
               0, 0,  0,  0,  true};
           const ConvProblem p =
               make_problem(g, ConvDirection::kBackpropFilter, dtype, DataFormat::kNHWC);
-          const TestTarget target =
-              avx2 ? avx2_target(threads, 1 << 20) : host_target(Isa::kAvx512, threads);
-          const LoopNest nest = lower_and_schedule(p, target);
+          const LoopNest nest = lower_and_schedule(p, avx2_or_avx512_target(avx2, threads));
           const std::string text = print(nest);
           SCOPED_TRACE(text);
           EXPECT_EQ(nest.schedule_summary.find("wxdy") != std::string::npos, c.widened)
@@ -576,9 +579,7 @@ TEST(IrDepthMultiplier, FilterGradientTilesRunAlongTheChannelsOfADeinterleavedDy
               0, 0, 0, 0,   true};
           const ConvProblem p =
               make_problem(g, ConvDirection::kBackpropFilter, dtype, DataFormat::kNHWC);
-          const TestTarget target =
-              avx2 ? avx2_target(threads, 1 << 20) : host_target(Isa::kAvx512, threads);
-          const LoopNest nest = lower_and_schedule(p, target);
+          const LoopNest nest = lower_and_schedule(p, avx2_or_avx512_target(avx2, threads));
           const std::string text = print(nest);
           SCOPED_TRACE(text);
           EXPECT_NE(nest.schedule_summary.find("deint" + std::to_string(c.multiplier)),
