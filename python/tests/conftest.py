@@ -39,3 +39,14 @@ def cache_dir(tmp_path, monkeypatch):
     directory = tmp_path / "kernels"
     monkeypatch.setenv("CONVJIT_CACHE_DIR", str(directory))
     return directory
+
+
+def require_convjit_device(device):
+    """Skips the test, saying why, unless convjit compiles for `device` ("cuda:N")."""
+    import convjit
+
+    try:
+        convjit.compile("conv2d_backprop_input", device=device, input_sizes=(1, 5, 5, 2),
+                        filter=(3, 3, 2, 4), strides=(1, 1, 1, 1), padding="SAME")
+    except convjit.Error as error:
+        pytest.skip("convjit cannot compile for %s: %s" % (device, error))

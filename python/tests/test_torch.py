@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from conftest import optional_module
+from conftest import optional_module, require_convjit_device
 
 torch = optional_module("torch")
 pytestmark = pytest.mark.skipif(torch is None, reason="PyTorch is not installed")
@@ -341,16 +341,10 @@ def test_torch_compile_of_a_model():
 def _cuda_or_skip():
     """The current CUDA device, where PyTorch has one and convjit can compile for it; else the
     test skips, saying why."""
-    import convjit
-
     if not torch.cuda.is_available():
         pytest.skip("PyTorch has no CUDA device here")
     device = "cuda:%d" % torch.cuda.current_device()
-    try:
-        convjit.compile("conv2d_backprop_input", device=device, input_sizes=(1, 5, 5, 2),
-                        filter=(3, 3, 2, 4), strides=(1, 1, 1, 1), padding="SAME")
-    except convjit.Error as error:
-        pytest.skip("convjit cannot compile for %s: %s" % (device, error))
+    require_convjit_device(device)
     return device
 
 
