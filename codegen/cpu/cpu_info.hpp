@@ -41,6 +41,7 @@ struct CpuInfo {
   std::int64_t l1_bytes = kDefaultL1Bytes;
   std::int64_t l2_bytes = kDefaultL2Bytes;
   static constexpr std::int64_t kCacheLineBytes = 64;  // every x86 core
+  static constexpr std::int64_t kL1Ways = 8;           // x86 cores since Sandy Bridge and Zen
   // The last-level cache one core's data lives in (a Zen CCX's L3, a server part's slice
   // share): an output larger than this is evicted before anyone reads it back, so its tiles
   // write it with non-temporal stores.

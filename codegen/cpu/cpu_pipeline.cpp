@@ -93,6 +93,7 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   // gradient's per-thread batch copies (they follow the batch loops the split made).
   add(plan.privatize_batch_copies, "privatize_batch_copies", &privatize_batch_copies);
   add(plan.stream_output, "stream_output_stores", &stream_output_stores);
+  add(plan.prefetch_streamed_rows, "prefetch_streamed_rows", &prefetch_streamed_rows);
   add(true, "parallelize", &parallelize);
   add(plan.batch_copies != BatchCopies::kNone, "copy_batch_operands", &copy_batch_operands);
   add(sliced, "spread_output_slices", &spread_output_slices);

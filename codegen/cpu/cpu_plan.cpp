@@ -105,6 +105,7 @@ std::string CpuPlan::describe() const {
   }
   flag(whole_line_output_tiles, "whole_line_output_tiles");
   flag(stream_output, "stream_output");
+  flag(prefetch_streamed_rows, "prefetch_streamed_rows");
   return out;
 }
 
@@ -221,6 +222,7 @@ CpuPlan plan_cpu(const ConvProblem& problem, const CpuInfo& cpu, int max_threads
                             (plan.reduction_blocking == ReductionBlocking::kNone &&
                              plan.reduction_split == ReductionSplit::kNone);
   plan.stream_output = plan.whole_line_output_tiles && plain_output;
+  plan.prefetch_streamed_rows = cpu.vector_bytes > 0;
   return plan;
 }
 

@@ -154,6 +154,9 @@ struct CpuPlan final : codegen::Plan {
   /// ... and those tiles (or the copy that writes it) store with non-temporal stores (nt),
   /// except the filter gradient's, which accumulates.
   bool stream_output = false;
+  /// Tiles whose per-row operand outgrows the L2 prefetch their next row group (pf; the
+  /// vector targets: the interpreter has no prefetch).
+  bool prefetch_streamed_rows = false;
 
   std::string describe() const override;
 };

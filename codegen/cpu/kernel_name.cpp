@@ -75,6 +75,18 @@ bool streams(const std::vector<Stmt>& body) {
   return false;
 }
 
+// Whether some tile prefetches its next row group.
+bool prefetches(const std::vector<Stmt>& body) {
+  for (const Stmt& s : body) {
+    if (const auto* l = std::get_if<Loop>(&s.node)) {
+      if (prefetches(l->body)) return true;
+    } else if (const auto* t = std::get_if<Tile>(&s.node)) {
+      if (t->prefetch_next_rows) return true;
+    }
+  }
+  return false;
+}
+
 // The variables of the outermost loops that run on the thread pool, sorted.
 std::vector<std::string> parallel_loops(const LoopNest& nest) {
   std::vector<std::string> names;
@@ -193,6 +205,7 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
   add(plan.rereads_out_backprop, "rdy");
   add(plan.privatize_batch_copies, fmt::format("priv=x{}", plan.threads));
   add(plan.stream_output && streams(nest.body), "nt");
+  add(plan.prefetch_streamed_rows && prefetches(nest.body), "pf");
   const std::int64_t slots =
       p.direction == ConvDirection::kBackpropFilter && plan.channels_last_out_backprop
           ? copy_slots(nest)

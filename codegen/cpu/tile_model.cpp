@@ -85,9 +85,8 @@ TileModel TileModel::of(const CpuInfo& cpu, DType dtype) {
 // 3.6-3.7 ms at 4 rows of one or two; 1x112x112x32: 0.80 against 0.36-0.42 ms). A zmm vector
 // is a whole line, and there 12 rows 496 channels apart ran at full speed.
 std::int64_t TileModel::elementwise_row_limit(std::int64_t row_stride_bytes) const {
-  constexpr std::int64_t kL1Ways = 8;  // x86 cores since Sandy Bridge and Zen
   constexpr std::int64_t kMinRows = 4;
-  const std::int64_t way_span = l1_bytes_ / kL1Ways;
+  const std::int64_t way_span = l1_bytes_ / CpuInfo::kL1Ways;
   const std::int64_t stride = std::llabs(row_stride_bytes);
   if (way_span <= 0 || stride == 0) return std::numeric_limits<std::int64_t>::max();
   if (vector_bytes_ < CpuInfo::kCacheLineBytes && stride > CpuInfo::kCacheLineBytes) {

@@ -82,6 +82,7 @@ void Emitter::emit_paired_tile(const ir::Tile& t) {
 
       ReduceCursor cur;
       auto k_step = [&](std::int64_t u) {
+        emit_next_rows_prefetch(t, a, rsi, cur.da, r0, nrg, cur, u);
         Label skip;
         bool any_guard = false;
         // The tail's mask is set before the guards: a step whose guard fails jumps past

@@ -3,6 +3,7 @@
 // (rsi, rdi) bumped per level, the innermost loop unrolled with its copies folded into
 // displacements.
 #include <array>
+#include <cstdint>
 
 #include "codegen/x86/emitter.hpp"
 
@@ -100,10 +101,12 @@ void Emitter::emit_reduce_levels(const ir::Tile& t, const AccessInfo& a, const A
     cur->da = sa;
     cur->db = sb;
     if (trip <= kFullUnrollTrip) {
+      cur->unroll = trip;
       for (std::int64_t u = 0; u < trip; ++u) k_step(u);
       return;
     }
     const std::int64_t unroll = accumulators <= 8 ? 8 : 4;
+    cur->unroll = unroll;
     const std::int64_t main = trip / unroll;
     Label head;
     // The hot loop's head on a fetch-block boundary: the padding runs once, before entry.
@@ -118,6 +121,26 @@ void Emitter::emit_reduce_levels(const ir::Tile& t, const AccessInfo& a, const A
     add_imm(rdi, -sb * unroll * main);
   };
   level(0);
+}
+
+// Tiles marked by prefetch_streamed_rows (which says why): one prefetch per row of the next
+// row group per pass of the unrolled body, spread over its copies, for the per-row broadcast
+// operand whose rows lie in different lines and advance within a line per reduction point.
+void Emitter::emit_next_rows_prefetch(const ir::Tile& t, const AccessInfo& x, const Reg64& ptr_reg,
+                                      std::int64_t step_bytes, std::int64_t r0, std::int64_t rows,
+                                      const ReduceCursor& cur, std::int64_t u) {
+  constexpr std::int64_t kLineBytes = cpu::CpuInfo::kCacheLineBytes;
+  const std::int64_t row_bytes = x.row_coef * x.elem_bytes;
+  if (!t.prefetch_next_rows || x.shape != ColumnShape::kBroadcast || row_bytes < kLineBytes ||
+      step_bytes <= 0 || step_bytes >= kLineBytes || cur.unroll < 1) {
+    return;
+  }
+  for (std::int64_t r = r0; r < r0 + rows; ++r) {
+    if (r % cur.unroll != u) continue;
+    const std::int64_t disp = (r + t.rows) * row_bytes + u * step_bytes;
+    if (disp > INT32_MAX) return;
+    prefetcht0(ptr[ptr_reg + static_cast<std::int32_t>(disp)]);
+  }
 }
 
 }  // namespace convjit::codegen::x86

@@ -109,6 +109,8 @@ class Emitter : public Xbyak::CodeGenerator {
     std::int64_t inner_step = 0;
     std::int64_t da = 0;
     std::int64_t db = 0;
+    // Copies per pass of the innermost loop's body (its whole trip when unrolled whole).
+    std::int64_t unroll = 1;
   };
   // The a and b offsets (in elements) at the first reduction point, the variables their base
   // pointers leave out, and whether some reduce loop is empty.
@@ -126,6 +128,12 @@ class Emitter : public Xbyak::CodeGenerator {
   void emit_reduce_levels(const ir::Tile& t, const AccessInfo& a, const AccessInfo& b,
                           std::int64_t accumulators, ReduceCursor* cur,
                           const std::function<void(std::int64_t)>& k_step);
+  // In copy `u` of the innermost reduce loop, prefetches the lines that rows r0..r0+rows-1 of
+  // the tile's next row group (rows + t.rows) will read of per-row operand `x` through
+  // `ptr_reg`, where the tile is marked to (prefetch_streamed_rows).
+  void emit_next_rows_prefetch(const ir::Tile& t, const AccessInfo& x, const Xbyak::Reg64& ptr_reg,
+                               std::int64_t step_bytes, std::int64_t r0, std::int64_t rows,
+                               const ReduceCursor& cur, std::int64_t u);
   // Jumps to `skip` unless `guard` holds with the row variable at `row` (ignored when
   // row_var < 0) and `inner_var` advanced by `inner_offset` over its register or slot.
   void emit_guard_check(const ir::Guard& guard, ir::VarId row_var, std::int64_t row,

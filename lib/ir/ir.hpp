@@ -191,6 +191,9 @@ struct Tile {
   // c is written with non-temporal stores, bypassing the caches: set only on tiles that write
   // whole cache lines of an output the kernel never reads back (stream_output_stores).
   bool stream = false;
+  // The backend prefetches the lines of the per-row operand that the next row group will read
+  // (prefetch_streamed_rows): set only where that operand outgrows the core's L2.
+  bool prefetch_next_rows = false;
   Access a2;  // used only when paired
   Access b2;
 };

@@ -770,10 +770,11 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                       "parallelize"}));
   ConvProblem filter = nchw_backprop_filter();
   filter.n = 2;
-  EXPECT_EQ(seen_for(filter, avx2_target(1 << 20)),
-            (std::vector<std::string>{"lower", "stride_residue_split", "border_peel",
-                                      "channels_last_out_backprop", "register_tile",
-                                      "block_reduction", "merge_equal_parts", "parallelize"}));
+  EXPECT_EQ(
+      seen_for(filter, avx2_target(1 << 20)),
+      (std::vector<std::string>{"lower", "stride_residue_split", "border_peel",
+                                "channels_last_out_backprop", "register_tile", "block_reduction",
+                                "merge_equal_parts", "prefetch_streamed_rows", "parallelize"}));
 }
 
 }  // namespace

@@ -2,11 +2,11 @@
 // broadcasts on AVX-512, the dtype conversions of bfloat16 and half, ymm code under AVX2, an
 // interior reduction loop with no per-element compare or branch; and that the code pages are
 // not writable once compiled (W^X), with kernel names that record the schedule.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
+#include "codegen/cpu/cpu_pipeline.hpp"
 #include "codegen/x86/x86_backend.hpp"
 #include "frontend/validate.hpp"
-#include "codegen/cpu/cpu_pipeline.hpp"
 
 namespace convjit::codegen {
 namespace {
@@ -123,6 +123,7 @@ bool is_cond_jump(const std::string& t) {
 struct LoopStats {
   int fmas = 0, compares = 0, cond_jumps = 0, loads = 0;
   int widenings = 0;  // 16-bit to f32 conversions of vectors (vpmovzxwd, vpslld, vcvtph2ps)
+  int prefetches = 0;
 };
 
 // A vector load or broadcast from memory (an FMA's own memory operand is not counted).
@@ -133,8 +134,8 @@ bool is_vector_load(const std::string& t) {
   return std::regex_search(t, load_re);
 }
 
-LoopStats hottest_loop(const std::vector<Insn>& insns) {
-  LoopStats best;
+std::vector<LoopStats> innermost_loops(const std::vector<Insn>& insns) {
+  std::vector<LoopStats> loops;
   static const std::regex target_re(R"(0x([0-9a-f]+))");
   for (std::size_t j = 0; j < insns.size(); ++j) {
     if (!is_cond_jump(insns[j].text)) continue;
@@ -156,6 +157,7 @@ LoopStats hottest_loop(const std::vector<Insn>& insns) {
         ++s.widenings;
       }
       if (t.rfind("cmp", 0) == 0 || t.rfind("test", 0) == 0) ++s.compares;
+      if (t.rfind("prefetcht0", 0) == 0) ++s.prefetches;
       if (is_cond_jump(t)) {
         ++s.cond_jumps;
         std::smatch mi;
@@ -165,7 +167,15 @@ LoopStats hottest_loop(const std::vector<Insn>& insns) {
         }
       }
     }
-    if (innermost && s.fmas > best.fmas) best = s;
+    if (innermost) loops.push_back(s);
+  }
+  return loops;
+}
+
+LoopStats hottest_loop(const std::vector<Insn>& insns) {
+  LoopStats best;
+  for (const LoopStats& s : innermost_loops(insns)) {
+    if (s.fmas > best.fmas) best = s;
   }
   return best;
 }
@@ -461,6 +471,67 @@ TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
     const std::regex half_store(fmt::format(R"(vmovntdq \w+ PTR \[[^\]]+\],{}\d+)",
                                             isa == cpu::Isa::kAvx512 ? "ymm" : "xmm"));
     EXPECT_TRUE(std::regex_search(b.disassembly, half_store)) << b.code->name();
+  }
+}
+
+// A tile's per-row operand read as rows in different lines, from a buffer beyond L2 (dy of an
+// 8x56x56 1x1 input gradient: 144 channels, 14 MB): the hot loop prefetches each row of the
+// next row group once per pass, and the name says pf; with an L2 that holds dy, no prefetch.
+// Rows 4 KiB apart (1024 float channels) share one L1 set with the next group's: only a tile of at
+// most 2 rows (a remainder) prefetches there, its lines and the next group's half the set.
+// The same for the paired bfloat16 tiles.
+TEST(X86CodegenText, StreamedRowsPrefetchTheNextRowGroup) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  auto input_gradient_1x1 = [](DType dtype, std::int64_t ic, std::int64_t oc) {
+    OpDescriptor d;
+    d.op = OpKind::kConv2DBackpropInput;
+    d.dtype = dtype;
+    d.input = {8, 56, 56, ic};
+    d.filter = {1, 1, ic, oc};
+    d.strides = {1, 1, 1, 1};
+    d.padding = Padding::kValid;
+    d.out_backprop = {8, 56, 56, oc};
+    Expected<ConvProblem> p = validate(d);
+    EXPECT_TRUE(p.has_value()) << p.status().to_string();
+    return *p;
+  };
+  // The most prefetches of an innermost loop (one per tile: the main tile's and the rest's).
+  auto prefetches = [](const std::string& dis) {
+    int most = 0;
+    for (const LoopStats& s : innermost_loops(parse(dis))) most = std::max(most, s.prefetches);
+    return most;
+  };
+  auto tile_rows = [](const std::string& name) {
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(name, m, std::regex(R"(_r(\d+)x\d+)"))) << name;
+    return m.empty() ? 0 : std::stoi(m[1].str());
+  };
+  for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
+    if (isa == cpu::Isa::kAvx2 && !host_has(isa)) continue;
+    for (DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+      cpu::CpuInfo t = target_for(isa);
+      t.l2_bytes = 1 << 20;
+      if (dtype == DType::kBFloat16 && isa == cpu::Isa::kAvx512) t.bf16_dot_beats_fma = true;
+      const ConvProblem p = input_gradient_1x1(dtype, 24, 144);
+      Compiled c = compile_for_target(p, t);
+      ASSERT_TRUE(c.code);
+      const std::string& name = c.code->name();
+      EXPECT_NE(name.find("_pf"), std::string::npos) << name;
+      // In the main tile's reduction loop: one per row of the tile (its row groups together),
+      // whatever the unroll.
+      EXPECT_EQ(prefetches(c.disassembly), tile_rows(name)) << name;
+      t.l2_bytes = std::int64_t{1} << 30;
+      Compiled fits = compile_for_target(p, t);
+      ASSERT_TRUE(fits.code);
+      EXPECT_EQ(fits.code->name().find("_pf"), std::string::npos) << fits.code->name();
+      EXPECT_EQ(fits.disassembly.find("prefetch"), std::string::npos) << fits.code->name();
+      t.l2_bytes = 1 << 20;
+      Compiled crowded =
+          compile_for_target(input_gradient_1x1(dtype, 64, 4096 / dtype_size(dtype)), t);
+      ASSERT_TRUE(crowded.code);
+      EXPECT_GE(tile_rows(crowded.code->name()), 3) << crowded.code->name();
+      EXPECT_LE(prefetches(crowded.disassembly), 2) << crowded.code->name();
+    }
   }
 }
 

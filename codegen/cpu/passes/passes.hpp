@@ -114,6 +114,10 @@ ir::LoopNest privatize_batch_copies(ir::LoopNest nest, const CpuPlan& plan);
 /// stores.
 ir::LoopNest stream_output_stores(ir::LoopNest nest, const CpuPlan& plan);
 
+/// Marks the tiles whose per-row operand (one broadcast per row, rows in different lines)
+/// outgrows the core's L2 to prefetch their next row group's lines.
+ir::LoopNest prefetch_streamed_rows(ir::LoopNest nest, const CpuPlan& plan);
+
 /// Backprop filter: splits the reduction among the threads as the plan chose, each chunk
 /// writing private partial sums that a final Store nest adds up and rounds once into dW (the
 /// one place partial sums are made). block_reduction's last step.
