@@ -61,30 +61,32 @@ bool padded_copies(const LoopNest& nest) {
   return zeros;
 }
 
-// Whether some tile or copy stores with non-temporal stores.
-bool streams(const std::vector<Stmt>& body) {
+// Whether `holds` is true of some tile or store of `body`, in its loops too.
+bool some_statement(const std::vector<Stmt>& body, const std::function<bool(const Stmt&)>& holds) {
   for (const Stmt& s : body) {
     if (const auto* l = std::get_if<Loop>(&s.node)) {
-      if (streams(l->body)) return true;
-    } else if (const auto* t = std::get_if<Tile>(&s.node)) {
-      if (t->stream) return true;
-    } else if (std::get<Store>(s.node).stream) {
+      if (some_statement(l->body, holds)) return true;
+    } else if (holds(s)) {
       return true;
     }
   }
   return false;
 }
 
+// Whether some tile or copy stores with non-temporal stores.
+bool streams(const std::vector<Stmt>& body) {
+  return some_statement(body, [](const Stmt& s) {
+    const auto* t = std::get_if<Tile>(&s.node);
+    return t != nullptr ? t->stream : std::get<Store>(s.node).stream;
+  });
+}
+
 // Whether some tile prefetches its next row group.
 bool prefetches(const std::vector<Stmt>& body) {
-  for (const Stmt& s : body) {
-    if (const auto* l = std::get_if<Loop>(&s.node)) {
-      if (prefetches(l->body)) return true;
-    } else if (const auto* t = std::get_if<Tile>(&s.node)) {
-      if (t->prefetch_next_rows) return true;
-    }
-  }
-  return false;
+  return some_statement(body, [](const Stmt& s) {
+    const auto* t = std::get_if<Tile>(&s.node);
+    return t != nullptr && t->prefetch_next_rows;
+  });
 }
 
 // The variables of the outermost loops that run on the thread pool, sorted.
