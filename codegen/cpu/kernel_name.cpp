@@ -153,7 +153,10 @@ std::string batch_copies(const CpuPlan& plan, const LoopNest& nest) {
     const auto padding = nest.derived.find("out_backprop_pair_padding");
     const std::string padded =
         padding != nest.derived.end() ? fmt::format(",ypad{}", padding->second) : "";
-    return (nest.buffer_of_role(BufferRole::kInputByChannelCopy) >= 0 ? "dp2t" : "dp2n") + padded;
+    // Pairs of images (n; an odd last image's row chunks may pair too), or only of row chunks
+    // of one image (h).
+    const char* members = nest.derived.count("row_chunk_pairs") > 0 ? "dp2h" : "dp2n";
+    return (nest.buffer_of_role(BufferRole::kInputByChannelCopy) >= 0 ? "dp2t" : members) + padded;
   }
   const bool x = nest.buffer_of_role(BufferRole::kInputCopy) >= 0;
   const bool dy = nest.buffer_of_role(BufferRole::kOutBackpropCopy) >= 0;

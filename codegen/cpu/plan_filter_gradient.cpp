@@ -570,9 +570,20 @@ void plan_reduction(const ConvProblem& p, const ConvProblem& whole, CpuPlan& pla
                       kL2Share * static_cast<double>(cpu.l2_bytes);
     const bool copies_follow_images = (plan.channels_last_out_backprop && !half) ||
                                       plan.channels_last_copies || plan.deinterleave_multiplier;
-    if (!fits || copies_follow_images) {
+    // vdpbf16ps' pairs: unblocked tiles pair an even number of images only, so an odd number
+    // per thread (one image) is blocked as well, into row chunks, which pair with each other
+    // (copy_batch_operands.cpp), where the image makes four chunks or more: the borders' chunks
+    // pair with zeros (at the f32 rate), so fewer leave too little paired to pay for the
+    // blocking's partial sums.
+    constexpr std::int64_t kMinPairedChunks = 4;
+    const bool odd_images = plan.batch_copies == BatchCopies::kPairs &&
+                            !plan.input_pairs_by_channel && (p.n / threads) % 2 != 0;
+    const std::int64_t chunk_rows =
+        odd_images ? reduction_chunk_rows(p, plan, modelled_tile(p, plan).cols) : 1;
+    const bool rows_pair = odd_images && (p.oh + chunk_rows - 1) / chunk_rows >= kMinPairedChunks;
+    if (!fits || copies_follow_images || rows_pair) {
       plan.reduction_blocking = ReductionBlocking::kBatchChunks;
-      plan.whole_image_chunks = fits;
+      plan.whole_image_chunks = fits && !rows_pair;
       plan.columns_outside_rows = true;
       // Images too small to give the tiles the points a chunk needs: chunks of several images
       // (the per-image operand copies want one image per chunk), and one chunk of them all is

@@ -103,21 +103,22 @@ bool Emitter::try_emit_vector_store_loop(const ir::Loop& loop) {
   return true;
 }
 
-bool Emitter::analyze_copy_pair(const ir::Loop& loop, CopyPair* out) {
+bool Emitter::analyze_copy_pair(const ir::Loop& loop, CopyPair* out, bool allow_zero_second) {
   if (loop.body.size() != 2 || loop.step != 1 || loop.trip_count() < 1) return false;
   const auto* first = std::get_if<ir::Store>(&loop.body[0].node);
   const auto* second = std::get_if<ir::Store>(&loop.body[1].node);
-  if (first == nullptr || second == nullptr || !first->has_src || !second->has_src ||
-      first->accumulate || second->accumulate) {
+  if (first == nullptr || second == nullptr || !first->has_src ||
+      (!second->has_src && !allow_zero_second) || first->accumulate || second->accumulate) {
     return false;
   }
   out->first = first;
   out->second = second;
+  out->zero_second = !second->has_src;
   const std::int64_t trip = loop.trip_count();
   return analyze_access(nest_, first->dst, -1, loop.var, trip, &out->d0) &&
          analyze_access(nest_, second->dst, -1, loop.var, trip, &out->d1) &&
          analyze_access(nest_, first->src, -1, loop.var, trip, &out->s0) &&
-         analyze_access(nest_, second->src, -1, loop.var, trip, &out->s1);
+         (out->zero_second || analyze_access(nest_, second->src, -1, loop.var, trip, &out->s1));
 }
 
 bool Emitter::try_emit_repeat_store_loop(const ir::Loop& loop) {
@@ -164,11 +165,13 @@ bool Emitter::try_emit_repeat_store_loop(const ir::Loop& loop) {
 
 bool Emitter::try_emit_interleave_store_loop(const ir::Loop& loop) {
   CopyPair copy;
-  if (!analyze_copy_pair(loop, &copy)) return false;
+  if (!analyze_copy_pair(loop, &copy, /*allow_zero_second=*/true)) return false;
   const std::int64_t trip = loop.trip_count();
-  const AccessInfo &d0 = copy.d0, &d1 = copy.d1, &s0 = copy.s0, &s1 = copy.s1;
-  // dst[2i] = s0[i] and dst[2i + 1] = s1[i], all one 16-bit type, both sources contiguous in
-  // one buffer a constant distance apart (one base register and a displacement).
+  const bool zero = copy.zero_second;
+  // A zero second member: as if its source were the first's (only the checks read it).
+  const AccessInfo &d0 = copy.d0, &d1 = copy.d1, &s0 = copy.s0, &s1 = zero ? copy.s0 : copy.s1;
+  // dst[2i] = s0[i] and dst[2i + 1] = s1[i] (or 0), all one 16-bit type, both sources
+  // contiguous in one buffer a constant distance apart (one base register and a displacement).
   const ir::Affine dst_gap = d1.offset - d0.offset, src_gap = s1.offset - s0.offset;
   const bool sixteen =
       d0.elem_bytes == 2 && d0.dtype == d1.dtype && s0.dtype == d0.dtype && s1.dtype == d0.dtype;
@@ -188,22 +191,31 @@ bool Emitter::try_emit_interleave_store_loop(const ir::Loop& loop) {
     if (count < vl) {
       for (int lane = 0; lane < count; ++lane) {
         copy_element(r8 + lane * 4, r9 + lane * 2, 2);
-        copy_element(r8 + lane * 4 + 2, r9 + second_src + lane * 2, 2);
+        if (zero) {
+          mov(word[r8 + lane * 4 + 2], 0);
+        } else {
+          copy_element(r8 + lane * 4 + 2, r9 + second_src + lane * 2, 2);
+        }
       }
       return;
     }
-    // Zero-extend each source's halves into dwords, move the second into the high halves.
+    // Zero-extend each source's halves into dwords, move the second into the high halves (a
+    // zero second member: the zero extension is the pair).
     if (avx512_) {
       vpmovzxwd(Zmm(0), ptr[r9]);
-      vpmovzxwd(Zmm(1), ptr[r9 + second_src]);
-      vpslld(Zmm(1), Zmm(1), 16);
-      vpord(Zmm(0), Zmm(0), Zmm(1));
+      if (!zero) {
+        vpmovzxwd(Zmm(1), ptr[r9 + second_src]);
+        vpslld(Zmm(1), Zmm(1), 16);
+        vpord(Zmm(0), Zmm(0), Zmm(1));
+      }
       vmovdqu32(ptr[r8], Zmm(0));
     } else {
       vpmovzxwd(Ymm(0), ptr[r9]);
-      vpmovzxwd(Ymm(1), ptr[r9 + second_src]);
-      vpslld(Ymm(1), Ymm(1), 16);
-      vpor(Ymm(0), Ymm(0), Ymm(1));
+      if (!zero) {
+        vpmovzxwd(Ymm(1), ptr[r9 + second_src]);
+        vpslld(Ymm(1), Ymm(1), 16);
+        vpor(Ymm(0), Ymm(0), Ymm(1));
+      }
       vmovdqu(ptr[r8], Ymm(0));
     }
   };

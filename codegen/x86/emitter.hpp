@@ -150,17 +150,21 @@ class Emitter : public Xbyak::CodeGenerator {
   // A loop whose body is two plain copies (each Store has a source and overwrites), step 1:
   // the stores and their accesses analysed along the loop, destinations d0/d1 and sources
   // s0/s1. The repeat and interleave copies below start from it.
+  // With `zero_second` allowed, the second store may instead write zero (no source: s1 left
+  // empty, zero_second set).
   struct CopyPair {
     const ir::Store* first = nullptr;
     const ir::Store* second = nullptr;
     AccessInfo d0, d1, s0, s1;
+    bool zero_second = false;
   };
-  bool analyze_copy_pair(const ir::Loop& loop, CopyPair* out);
+  bool analyze_copy_pair(const ir::Loop& loop, CopyPair* out, bool allow_zero_second = false);
   // A loop storing each source element to two adjacent f32 destination elements (the NCHW
   // depthwise copy of dy with repeated columns), a vector at a time.
   bool try_emit_repeat_store_loop(const ir::Loop& loop);
   // A loop storing two 16-bit sources into the two halves of each dword of the destination
-  // (copy_batch_operands' interleaved image pairs), a vector of pairs at a time.
+  // (copy_batch_operands' interleaved image pairs), a vector of pairs at a time; or one source
+  // and zero (a row chunk without a partner).
   bool try_emit_interleave_store_loop(const ir::Loop& loop);
   void emit_scalar_store(const ir::Store& store);
 

@@ -466,6 +466,81 @@ TEST(IrBatchOperandCopies, EveryScheduleFormTakesImagesInPairs) {
   }
 }
 
+// One image has no partner image, so where block_reduction cuts it into row chunks, a bfloat16
+// filter gradient on an avx512_bf16 target pairs consecutive chunks instead (dp2h): per pair,
+// the rows of x and dy the first chunk's tiles read are interleaved with those one chunk
+// further down, and the tiles read both from the copies. A loop of one chunk (the borders')
+// and an odd last chunk are paired with zeros, in both operands. Where no two chunks pair
+// (three chunks, each its own loop), the f32 tiles on widened copies stay. In one thread, rows
+// split among threads, at a row stride of 2, and in output-channel slices, each final nest
+// matches the reference, and Inf and NaN planted in x and dy reach exactly the elements of dW
+// the formula sends them to: both members of a pair are rows of the image, never padding, and
+// a zero partner is zero in x and in dy.
+TEST(IrBatchOperandCopies, OneImagePairsItsRowChunks) {
+  struct Case {
+    std::int64_t hw, c, oc, sh;
+    int threads;
+    bool paired;
+    bool last_chunk;  // an odd number of chunks in the loop of inner chunks
+    bool sliced = false;
+  };
+  // An L2 of 16 KiB blocks these images into chunks of 7 rows.
+  const Case cases[] = {
+      {21, 16, 32, 1, 1, false, false},      // three chunks, each a loop of its own
+      {28, 16, 32, 1, 1, true, false},       // two inner chunks: a pair
+      {49, 16, 32, 1, 1, true, true},        // five inner chunks: two pairs and a last chunk
+      {56, 16, 32, 2, 1, true, true},        // stride 2: x's pairs two chunks of rows apart
+      {56, 16, 32, 1, 2, true, true},        // rows split between two threads
+      {48, 64, 64, 1, 2, true, true, true},  // two threads, each a slice of dW's output channels
+  };
+  const double inf = std::numeric_limits<double>::infinity();
+  std::uint64_t seed = 401;
+  for (const Case& c : cases) {
+    const Geometry g{1, c.hw, 64, c.c, 3, 2, c.c, c.oc, c.sh, 1, 1, 1, Padding::kSame};
+    const ConvProblem p =
+        make_problem(g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
+    TestTarget t = testing::avx512_bf16_target(false, c.threads);
+    t.l2_bytes = 16384;
+    const LoopNest nest = lower_and_schedule(p, t);
+    const std::string text = print(nest);
+    SCOPED_TRACE(text);
+    EXPECT_EQ(nest.schedule_summary.find("dp2h") != std::string::npos, c.paired);
+    EXPECT_EQ(nest.schedule_summary.find("slice=ocx") != std::string::npos, c.sliced);
+    EXPECT_EQ(text.find("\"row pairs\"") != std::string::npos, c.paired);
+    EXPECT_EQ(text.find("\"last row chunk\"") != std::string::npos, c.last_chunk);
+    EXPECT_EQ(text.find(" + xq[") != std::string::npos, c.paired);
+    // Zero partners: the second member of both operands' copies.
+    EXPECT_EQ(std::regex_search(text, std::regex(R"(store xq\[[^\n]*, 1\] = 0\n)")), c.paired);
+    EXPECT_EQ(std::regex_search(text, std::regex(R"(store dyq\[[^\n]*, 1\] = 0\n)")), c.paired);
+    EXPECT_EQ(text.find("buffer dyw scratch float32") != std::string::npos, !c.paired);
+    // A pair's copies hold a chunk's rows, not the image.
+    EXPECT_LT(copied_dy_extent(nest), p.oh * p.ow * p.oc / 2);
+    expect_filter_gradient_matches(p, nest, c.threads, seed);
+
+    for (const TensorRole planted : {TensorRole::kX, TensorRole::kY}) {
+      for (const double value : {inf, -inf, std::numeric_limits<double>::quiet_NaN()}) {
+        Operands ref = make_operands(p, seed);
+        TestTensor& at = planted == TensorRole::kX ? ref.x : ref.y;
+        // A pixel in the middle of the image (a row the pairs take), channel 1.
+        const std::int64_t channels = planted == TensorRole::kX ? p.ic : p.oc;
+        at.set((at.elements() / 2 / channels) * channels + 1, value);
+        Operands got = ref;
+        run_reference(p, ref.ptrs());
+        got.w.fill(0.5);
+        ASSERT_TRUE(interpret(nest, got.ptrs(),
+                              c.threads > 1 ? ParallelFor(threaded_for) : ParallelFor(serial_for))
+                        .is_ok());
+        for (std::int64_t i = 0; i < got.w.elements(); ++i) {
+          const double want = ref.w.get(i), have = got.w.get(i);
+          ASSERT_EQ(std::isnan(have), std::isnan(want)) << "dW element " << i << ": " << have;
+          ASSERT_EQ(std::isinf(have), std::isinf(want)) << "dW element " << i << ": " << have;
+        }
+      }
+    }
+    ++seed;
+  }
+}
+
 // Without the dot product (AVX2 here, or f16 anywhere), a 16-bit filter gradient widens each
 // image's dy once into the thread's slot instead of every dy vector at every point of the
 // reduction, in every schedule form, each thread's or row chunk's rows where they are fewer;

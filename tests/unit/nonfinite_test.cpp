@@ -123,7 +123,7 @@ std::vector<Backend> backends() {
 // Runs `desc` on `backend` (the x86 one made for its ISA directly: the runtime takes the
 // process's ISA cap).
 void run_on(const Backend& backend, const OpDescriptor& desc, TestTensor& a, TestTensor& b,
-            TestTensor& out, std::string* name) {
+            TestTensor& out, std::string* name, std::int64_t l2_bytes = 0) {
   if (backend.name == "interpreter") {
     CompileOptions options;
     options.backend = backend.name;
@@ -135,8 +135,9 @@ void run_on(const Backend& backend, const OpDescriptor& desc, TestTensor& a, Tes
   }
   const Expected<ConvProblem> p = validate(desc);
   ASSERT_TRUE(p.has_value()) << p.status().to_string();
-  const std::unique_ptr<codegen::Backend> x86 =
-      codegen::make_x86_backend(cpu::CpuInfo::host(backend.isa));
+  cpu::CpuInfo cpu = cpu::CpuInfo::host(backend.isa);
+  if (l2_bytes > 0) cpu.l2_bytes = l2_bytes;
+  const std::unique_ptr<codegen::Backend> x86 = codegen::make_x86_backend(cpu);
   codegen::PlanOptions options;
   options.num_threads = 2;
   auto generated = codegen::compile(*x86, *p, options);
@@ -164,7 +165,8 @@ void run_on(const Backend& backend, const OpDescriptor& desc, TestTensor& a, Tes
 // Runs `desc` on `backend` with operand `planted` holding `value` at element `at`, and compares
 // the output's classes with the reference's. Returns a failure naming the first mismatch.
 ::testing::AssertionResult classes_match(const ConvCase& c, OpKind op, const Backend& backend,
-                                         int planted, std::int64_t at, double value) {
+                                         int planted, std::int64_t at, double value,
+                                         std::int64_t l2_bytes = 0) {
   const OpDescriptor desc = c.descriptor(op);
   const auto shapes = c.operand_shapes(op);
   TestTensor a = testing::random_tensor(c.dtype, shapes[0], 7);
@@ -175,7 +177,7 @@ void run_on(const Backend& backend, const OpDescriptor& desc, TestTensor& a, Tes
   TestTensor want(c.dtype, shapes[2]);
   got.fill(0.5);
   std::string name;
-  run_on(backend, desc, a, b, got, &name);
+  run_on(backend, desc, a, b, got, &name, l2_bytes);
   run_reference(desc, a.view(), b.view(), want.view());
   for (std::int64_t i = 0; i < got.elements(); ++i) {
     if (class_of(got.get(i)) != class_of(want.get(i))) {
@@ -207,6 +209,48 @@ TEST(NonFinite, InfAndNanReachOnlyTheOutputsTheFormulaSendsThemTo) {
       }
     }
   }
+}
+
+// One image's bfloat16 filter gradient where vdpbf16ps runs (the host has avx512_bf16): an L2
+// of 16 KiB cuts the image into row chunks, which pair with each other and, at the borders
+// and an odd last chunk, with zeros in both operands (dp2h). Non-finite values anywhere in x
+// and dy, the borders' rows included, reach only the elements of dW the formula sends them to.
+TEST(NonFinite, RowChunkPairsOfOneImageTakeNoPaddingIntoAPair) {
+  const Backend avx512{"x86", cpu::Isa::kAvx512};
+  const cpu::CpuInfo host = cpu::CpuInfo::host(cpu::Isa::kAvx512);
+  if (host.isa != cpu::Isa::kAvx512 || !host.uses_bf16_dot()) {
+    GTEST_SKIP() << "the host runs no vdpbf16ps (avx512_bf16): the schedule is interpreted in "
+                    "IrBatchOperandCopies.OneImagePairsItsRowChunks";
+  }
+  ConvCase c;
+  c.dtype = DType::kBFloat16;
+  c.n = 1;
+  c.h = 49;
+  c.w = 64;
+  c.c = c.filter_in = 16;
+  c.filter_out = 32;
+  c.kh = 3;
+  c.kw = 2;
+  c.padding = Padding::kSame;
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int planted : {0, 1}) {
+    // The first element (the top border chunk's), one in the middle, and the last (the bottom
+    // border chunk's).
+    for (std::int64_t at : {std::int64_t{0}, std::int64_t{24 * 64 * 16 + 5}, std::int64_t{-1}}) {
+      for (double value : {inf, -inf, nan}) {
+        const std::int64_t elements = planted == 0 ? c.n * c.h * c.w * c.c : c.n * c.h * c.w * 32;
+        EXPECT_TRUE(classes_match(c, OpKind::kConv2DBackpropFilter, avx512, planted,
+                                  at < 0 ? elements - 1 : at, value, /*l2_bytes=*/16384));
+      }
+    }
+  }
+  std::string name;
+  TestTensor a = testing::random_tensor(c.dtype, c.input_shape(), 1);
+  TestTensor b = testing::random_tensor(c.dtype, c.output_shape(), 2);
+  TestTensor out(c.dtype, c.filter_shape());
+  run_on(avx512, c.descriptor(OpKind::kConv2DBackpropFilter), a, b, out, &name, 16384);
+  EXPECT_NE(name.find("_dp2h"), std::string::npos) << name;
 }
 
 }  // namespace

@@ -355,7 +355,8 @@ TEST(X86CodegenText, SixteenBitFilterGradientsReadWidenedOperands) {
 }
 
 // Bfloat16 filter gradient where the CPU has avx512_bf16: the batch goes two images at a time
-// through vdpbf16ps, x's image pair broadcast once per row, and the hot loop converts nothing.
+// (one image: two chunks of its rows) through vdpbf16ps, x's pair broadcast once per row, and
+// the hot loop converts nothing.
 // The pair copies interleave whole vectors: each image's 16 elements zero-extended to dwords,
 // the second shifted into the high halves.
 TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
@@ -387,17 +388,30 @@ TEST(X86CodegenText, Bf16BackpropFilterPairsImagesWithVdpbf16ps) {
   ASSERT_TRUE(rows.code);
   EXPECT_NE(rows.code->name().find("_split=ohx2"), std::string::npos) << rows.code->name();
   EXPECT_NE(rows.code->name().find("_dp2n"), std::string::npos) << rows.code->name();
-  // A single image has no pair: the f32 FMAs read dy and x widened once into the thread's
-  // slot, and the hot loop converts nothing.
+  // A single image has no partner image: its row chunks pair with each other, and the hot
+  // loop converts nothing.
   ConvProblem single = problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 16, 56);
   single.n = 1;
   Compiled one = compile_for_target(single, t, 1);
   ASSERT_TRUE(one.code);
-  EXPECT_NE(one.code->name().find("_wxdy"), std::string::npos) << one.code->name();
-  EXPECT_EQ(one.disassembly.find("vdpbf16ps"), std::string::npos);
-  const LoopStats o = hottest_loop(parse(one.disassembly));
-  EXPECT_GE(o.fmas, 8) << one.code->name();
-  EXPECT_EQ(o.widenings, 0) << one.code->name();
+  EXPECT_NE(one.code->name().find("_dp2h"), std::string::npos) << one.code->name();
+  // (A tile of one vector column takes x's pair as the instruction's broadcast operand.)
+  EXPECT_TRUE(std::regex_search(one.disassembly,
+                                std::regex(R"(vdpbf16ps zmm\d+,zmm\d+,(zmm\d+|DWORD BCST))")));
+  const LoopStats paired = hottest_loop(parse(one.disassembly));
+  EXPECT_GE(paired.fmas, 8) << one.code->name();
+  EXPECT_EQ(paired.widenings, 0) << one.code->name();
+  // An image too small for four chunks of rows has no pair: the f32 FMAs read dy and x
+  // widened once into the thread's slot, and the hot loop converts nothing.
+  ConvProblem small = problem_of(OpKind::kConv2DBackpropFilter, DType::kBFloat16, 16, 7);
+  small.n = 1;
+  Compiled widened = compile_for_target(small, t, 1);
+  ASSERT_TRUE(widened.code);
+  EXPECT_NE(widened.code->name().find("_wxdy"), std::string::npos) << widened.code->name();
+  EXPECT_EQ(widened.disassembly.find("vdpbf16ps"), std::string::npos);
+  const LoopStats o = hottest_loop(parse(widened.disassembly));
+  EXPECT_GE(o.fmas, 8) << widened.code->name();
+  EXPECT_EQ(o.widenings, 0) << widened.code->name();
   // Without avx512_bf16 the same problem keeps its widening f32 FMAs and no pair copies.
   t.has_avx512_bf16 = false;
   Compiled w =

@@ -21,6 +21,22 @@
 //                                          paired tiles: reduce n in [0, len/2) on xq[slot][n]
 //                                          (len even, and one pair or copies within half the L2)
 //
+//   one image (a batch loop of one image per call or thread, cut into row chunks):
+//     for ob "row chunks":                for obp "row pairs":
+//       tiles: dW += x[e]*dy[e]      ->      xq[slot][0][k][m]  = x[e][w(ob = 2obp + m)][k]
+//                                            dyq[slot][0][k][m] = dy[e][w(ob = 2obp + m)][k]
+//                                            paired tiles on xq[slot][0], dyq[slot][0]
+//                                          (an odd last chunk, and a loop of one chunk: the
+//                                           second members zero in both copies)
+//     where w(ob) is the window of rows chunk ob's tiles read. The tiles' taps were cut to the
+//     rows that exist before the chunks were made (border_peel), so both members of a pair are
+//     rows of the image: a pair never multiplies padding, and a zero partner adds 0 x 0 (an
+//     Inf in dy never meets a padding zero). Without one pair of real chunks (three chunks,
+//     each a loop of its own) the tiles run on widened copies instead: a zero partner runs at
+//     the f32 FMA rate and copies more. shapes.txt's batch1_3x3 (56x56, 64 -> 64, one-row
+//     chunks) on Zen 4: 205 -> 380-394 GFLOP/s on two threads (0.53x -> 0.98-1.04x oneDNN's
+//     bfloat16 on TF layouts), 214 on one thread (97% of the vdpbf16ps peak).
+//
 // x's pair is then one dword per input channel (the row broadcast) and dyq's pairs are dword
 // lanes along the output channels (the column vector), the form emit_paired_tile takes.
 //
@@ -40,7 +56,7 @@
 // or an odd unblocked image count keep the widening f32 tiles, and take the widened copies below.
 //
 // Without the dot product (bf16 on a CPU without avx512_bf16, f16 everywhere, and bf16 tiles
-// left unpaired on a CPU with it: batch1_3x3, or one image per thread) the same places
+// left unpaired on a CPU with it: one unblocked image, or one per thread) the same places
 // take one image at a time: its dy is widened into the slot (`dyw`, [slot][image][k], f32)
 // before its tiles, which then load plain f32 column vectors. Each dy vector is otherwise
 // widened at every point that reads it, once per tap and input-channel block (1.3-2.3x on
@@ -64,12 +80,13 @@
 // disjoint between chunks; x's overlap by the filter's height less one, so x is copied per
 // chunk only where that repeats little.
 #include <algorithm>
+#include <array>
 #include <iterator>
 #include <optional>
 #include <set>
 
-#include "ir/transforms/nest_util.hpp"
 #include "codegen/cpu/passes/passes.hpp"
+#include "ir/transforms/nest_util.hpp"
 
 namespace convjit::cpu {
 
@@ -109,6 +126,12 @@ class BatchOperandCopies {
     }
   }
 
+  /// Whether the pairs formed are all of row chunks of one image (pair_rows), none of images.
+  bool only_row_pairs() const { return image_pairs_ == 0 && row_pairs_ > 0; }
+  /// How many places formed pairs of real data: of images, or of row chunks (not only
+  /// chunks paired with zeros).
+  int real_pairs() const { return image_pairs_ + row_pairs_; }
+
   /// Channels of padding after each pixel of dy's pairs (0: none).
   std::int64_t y_padding() const { return pairs_ ? y_padding_ : 0; }
 
@@ -144,16 +167,24 @@ class BatchOperandCopies {
           continue;
         }
         std::vector<Stmt> replaced = pair_batch(*l, *image, slot);
+        ++image_pairs_;
         body.erase(body.begin() + static_cast<std::ptrdiff_t>(s));
         body.insert(body.begin() + static_cast<std::ptrdiff_t>(s),
                     std::make_move_iterator(replaced.begin()),
                     std::make_move_iterator(replaced.end()));
         s += replaced.size() - 1;
+        // An odd last image: its row chunks in pairs.
+        if (replaced.size() > 1) run(std::get<Loop>(body[s].node).body, slot);
         ++paired;
         continue;
       }
       if (l->kind == LoopKind::kParallel && reduce_pairable(l->body)) {
-        pairs_ ? pair_reduce(l->body, l) : widen_reduce(l->body, l);
+        if (pairs_) {
+          pair_reduce(l->body, l);
+          ++image_pairs_;
+        } else {
+          widen_reduce(l->body, l);
+        }
         ++paired;
         continue;
       }
@@ -163,10 +194,28 @@ class BatchOperandCopies {
         ++paired;
         continue;
       }
+      // A row chunk loop of one image (no image to pair it with): its chunks in pairs.
+      std::optional<std::vector<Stmt>> row_pairs;
+      if (pairs_ && rows_pairable(*l)) row_pairs = pair_rows(*l, slot);
+      if (row_pairs.has_value()) {
+        std::vector<Stmt>& replaced = *row_pairs;
+        body.erase(body.begin() + static_cast<std::ptrdiff_t>(s));
+        body.insert(body.begin() + static_cast<std::ptrdiff_t>(s),
+                    std::make_move_iterator(replaced.begin()),
+                    std::make_move_iterator(replaced.end()));
+        s += replaced.size() - 1;
+        ++paired;
+        continue;
+      }
       paired += run(l->body, l->kind == LoopKind::kParallel ? l : slot);
     }
     if (paired == 0 && slot == nullptr && &body == &nest_.body && reduce_pairable(body)) {
-      pairs_ ? pair_reduce(body, nullptr) : widen_reduce(body, nullptr);
+      if (pairs_) {
+        pair_reduce(body, nullptr);
+        ++image_pairs_;
+      } else {
+        widen_reduce(body, nullptr);
+      }
       ++paired;
     }
     return paired;
@@ -197,6 +246,60 @@ class BatchOperandCopies {
     for (const Guard& g : t.guards) {
       if (g.expr.numer.coef_of(var) != 0) return false;
     }
+    return true;
+  }
+
+  /// Whether `chunks` is a row chunk loop whose chunks can pair: step 1, one chunk or more,
+  /// every tile in it a plain outer product of x (rows) and dy (columns) accumulating over one
+  /// image expression, whose reads move with the chunk only along H (x and dy each by one
+  /// distance, the same in every tile) and whose dW and guards do not move with it. Sets
+  /// row_shift_ to those distances in elements. Not where dy's pairs take padded pixels or
+  /// x's go by channel (AMX): those copies walk images.
+  bool rows_pairable(Loop& chunks) {
+    if (by_channel_ || y_padding_ > 0 || chunks.kind != LoopKind::kSerial || chunks.step != 1 ||
+        chunks.trip_count() < 1 || nest_.role_of(chunks.var) != VarRole::kRowChunk) {
+      return false;
+    }
+    const VarId var = chunks.var;
+    std::optional<Affine> image;
+    std::optional<std::int64_t> x_shift, y_shift;
+    bool ok = true, any = false;
+    for_each_tile(chunks.body, {}, [&](Tile& t, const VarRanges&) {
+      any = true;
+      if (!ok || !t.accumulate || t.paired || t.a.buffer != x_ || t.b.buffer != y_ ||
+          t.c.buffer == x_ || t.c.buffer == y_) {
+        ok = false;
+        return;
+      }
+      for (const Access* a : {&t.a, &t.b}) {
+        if (a->index.size() != 4) {
+          ok = false;
+          return;
+        }
+        for (std::size_t d = 0; d < a->index.size(); ++d) {
+          const IndexExpr& e = a->index[d];
+          if (e.divisor != 1 || (d != 1 && e.numer.coef_of(var) != 0)) ok = false;
+        }
+        const Affine& e = a->index[0].numer;
+        if (image.has_value() && !(*image == e)) ok = false;
+        image = e;
+        // (A loop of one chunk pairs it with zeros: its reads need not move.)
+        std::optional<std::int64_t>& shift = a == &t.a ? x_shift : y_shift;
+        const std::int64_t moved = a->index[1].numer.coef_of(var) * buffer(a->buffer).strides[1];
+        if ((moved <= 0 && chunks.trip_count() > 1) || (shift.has_value() && *shift != moved)) {
+          ok = false;
+        }
+        shift = moved;
+      }
+      for (const IndexExpr& e : t.c.index) {
+        if (e.numer.coef_of(var) != 0) ok = false;
+      }
+      for (const Guard& g : t.guards) {
+        if (g.expr.numer.coef_of(var) != 0) ok = false;
+      }
+    });
+    if (!ok || !any || !only_tiles_read_operands(chunks.body)) return false;
+    row_shift_ = {*x_shift, *y_shift};
     return true;
   }
 
@@ -281,6 +384,8 @@ class BatchOperandCopies {
     /// and the widened end would then run past the image. The rest of the scratch is never
     /// read by a tile.
     std::int64_t copy_extent = -1;
+    /// False where the tiles' reads could not be bounded: the window is the whole image.
+    bool bounded = true;
     std::int64_t copied() const { return copy_extent >= 0 ? copy_extent : extent; }
     /// The image element that element `k` of the copy holds.
     Affine element(const Affine& k) const { return base + lo + k; }
@@ -329,7 +434,9 @@ class BatchOperandCopies {
     });
     const std::optional<Interval> base = interval_of(w.base, mover_ranges);
     if (!ok || !any || !base.has_value() || base->lo + lo < 0 || base->hi + hi >= image) {
-      return Window{Affine::constant_of(0), 0, image};
+      Window whole{Affine::constant_of(0), 0, image};
+      whole.bounded = false;
+      return whole;
     }
     w.lo = lo;
     w.extent = hi - lo + 1;
@@ -407,19 +514,33 @@ class BatchOperandCopies {
   Stmt interleave(int src, int dst, const Window& w, const Affine& first, const Affine& second,
                   const Affine& slot, const Affine& pair, const char* name) {
     if (src == y_ && y_padding_ > 0) return interleave_padded_y(w, first, second, slot, pair);
+    return interleave(src, dst, w, Members{first, second}, slot, pair, name);
+  }
+  /// The two members of a pair: their images, and elements from the first member's element
+  /// to the second's within its image (row chunks of one image: pair_rows); or zero for the
+  /// second (`zero_second`).
+  struct Members {
+    Affine first, second;
+    std::int64_t shift = 0;
+    bool zero_second = false;
+  };
+  Stmt interleave(int src, int dst, const Window& w, const Members& members, const Affine& slot,
+                  const Affine& pair, const char* name) {
     Loop l;
     l.var = nest_.new_var(name);
     l.end = w.copied();
     const IndexExpr zero(Affine::constant_of(0));
-    const Affine members[2] = {first, second};
     for (std::int64_t m = 0; m < 2; ++m) {
       Store s;
       s.dst = Access{dst,
                      {IndexExpr(slot), IndexExpr(pair), IndexExpr(Affine::var(l.var)),
                       IndexExpr(Affine::constant_of(m))}};
-      s.has_src = true;
-      s.src = Access{src,
-                     {IndexExpr(members[m]), zero, zero, IndexExpr(w.element(Affine::var(l.var)))}};
+      s.has_src = m == 0 || !members.zero_second;
+      if (s.has_src) {
+        s.src = Access{src,
+                       {IndexExpr(m == 0 ? members.first : members.second), zero, zero,
+                        IndexExpr(w.element(Affine::var(l.var)) + m * members.shift)}};
+      }
       l.body.push_back(Stmt{std::move(s)});
     }
     return Stmt{std::move(l)};
@@ -805,6 +926,65 @@ class BatchOperandCopies {
     return out;
   }
 
+  /// Chunks `begin + 2p` and `begin + 2p + 1` of a row chunk loop (rows_pairable) as the two
+  /// members of each pair (paired_chunks); an odd last chunk, and a loop of one chunk (the
+  /// borders' chunks), paired with zero rows. Nullopt where a window cannot be bounded inside
+  /// the image (the copy would take the whole image per pair).
+  std::optional<std::vector<Stmt>> pair_rows(const Loop& chunks, const Loop* slot_loop) {
+    const std::int64_t trip = chunks.trip_count();
+    std::vector<Stmt> out;
+    if (trip >= 2) {
+      std::optional<Stmt> pairs = paired_chunks(chunks, chunks.begin, trip / 2, false, slot_loop);
+      if (!pairs.has_value()) return std::nullopt;
+      out.push_back(std::move(*pairs));
+    }
+    if (trip % 2 != 0) {
+      std::optional<Stmt> last = paired_chunks(chunks, chunks.end - 1, 1, true, slot_loop);
+      if (!last.has_value()) return std::nullopt;
+      out.push_back(std::move(*last));
+    }
+    if (trip >= 2) ++row_pairs_;
+    return out;
+  }
+
+  /// `count` pairs of chunks from chunk `first` of `chunks`: per pair, the window of x and of
+  /// dy that the first member's tiles read is interleaved with the same window one chunk
+  /// further down (row_shift_), or with zeros (`zero_partner`: both operands' second members,
+  /// so the pair adds 0 x 0, never 0 x Inf), and the tiles read both members from the copies.
+  /// Both members of a real pair are rows of the image (the tiles' reads, shifted): a pair never
+  /// multiplies padding.
+  std::optional<Stmt> paired_chunks(const Loop& chunks, std::int64_t first, std::int64_t count,
+                                    bool zero_partner, const Loop* slot_loop) {
+    Loop pairs = loop_header(chunks);
+    pairs.var = nest_.new_var(zero_partner ? "ob" : "obp", VarRole::kRowChunk);
+    // (A chunk paired with zeros keeps its number.)
+    pairs.begin = zero_partner ? first : 0;
+    pairs.end = pairs.begin + count;
+    pairs.step = 1;
+    pairs.label = !zero_partner             ? "row pairs"
+                  : chunks.trip_count() > 1 ? "last row chunk"
+                                            : chunks.label;
+    std::vector<Stmt> tiles = chunks.body;
+    substitute(tiles, chunks.var,
+               zero_partner ? Affine::var(pairs.var) : Affine::var(pairs.var, 2) + first);
+    const Window xw = window(tiles, x_, {slot_loop, &pairs});
+    const Window yw = window(tiles, y_, {slot_loop, &pairs});
+    if (!xw.bounded || !yw.bounded) return std::nullopt;
+    Affine image;
+    for_each_tile(tiles, {}, [&](Tile& t, const VarRanges&) { image = t.a.index[0].numer; });
+    const std::int64_t slots = slot_loop != nullptr ? slot_loop->trip_count() : 1;
+    reserve(slots, 1, xw.extent, yw.extent, 0);
+    const Affine slot = slot_of(slot_loop), pair = Affine::constant_of(0);
+    const Members x_members{image, image, row_shift_[0], zero_partner};
+    const Members y_members{image, image, row_shift_[1], zero_partner};
+    pairs.body.push_back(interleave(x_, xq_, xw, x_members, slot, pair, "qx"));
+    pairs.body.push_back(interleave(y_, yq_, yw, y_members, slot, pair, "qy"));
+    for_each_tile(tiles, {},
+                  [&](Tile& t, const VarRanges&) { make_paired(t, xw, yw, slot, pair, false); });
+    for (Stmt& t : tiles) pairs.body.push_back(std::move(t));
+    return Stmt{std::move(pairs)};
+  }
+
   /// The image reduction reduce_pairable() found common to the tiles under `body`: its
   /// length, variable and image expression.
   struct ImageReduction {
@@ -1057,6 +1237,10 @@ class BatchOperandCopies {
   bool by_row_ = false;
   std::int64_t stride_ = 1;  // the column stride
   int x_ = -1, y_ = -1, xq_ = -1, yq_ = -1, xc_ = -1, xw_ = -1, yw_ = -1;
+  // The row chunk loop being paired: elements from a chunk's x and dy to the next chunk's.
+  std::array<std::int64_t, 2> row_shift_{};
+  int row_pairs_ = 0;    // row chunk loops that formed pairs of chunks
+  int image_pairs_ = 0;  // places that paired images
 };
 
 }  // namespace
@@ -1072,8 +1256,11 @@ LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
     if (!runs) return nest;
     LoopNest paired = nest;
     BatchOperandCopies pairs(paired, plan, true);
-    if (pairs.run(paired.body, nullptr) > 0) {
+    // Chunks paired only with zeros run no faster than widened f32 tiles: those take over
+    // where no real pair formed.
+    if (pairs.run(paired.body, nullptr) > 0 && pairs.real_pairs() > 0) {
       if (pairs.y_padding() > 0) paired.derived["out_backprop_pair_padding"] = pairs.y_padding();
+      if (pairs.only_row_pairs()) paired.derived["row_chunk_pairs"] = 1;
       return paired;
     }
     // No pair to form (one image per thread or batch loop, an odd unblocked count): the
