@@ -26,6 +26,13 @@ constexpr double kL1Share = 0.2;
 // Share of a chunk's FMA time that reloading and storing back each tile's accumulators may
 // take: chunks give every tile enough reduce points to keep the reloads below it.
 constexpr double kReloadShare = 0.1;
+// ... and half that where dW is beyond L2: there a chunk's reloads cost about twice the
+// latency and transfer min_chunk_points counts (each tile's stores send its lines back out of
+// L2 while the next tile's loads wait behind them). Paired on Zen 4 (f32, two threads, the 19
+// networks.txt filter gradients whose chunks this grows, 6 pairs each): 1.055x in geometric
+// mean, every one faster: ResNet-50's 7x7 3x3 512 1.16x, VGG16's 14x14 512 1.20x, ConvNeXt's
+// 2x2/2 192 -> 384 1.14x, UNet's 32x32 512 1.06x; a quarter of the share read 1.00x more.
+constexpr double kBeyondL2ReloadShare = 0.05;
 // ... where dW is in L2, unless the chunk that fits L1's share keeps them below this share
 // already: growing it past L1 then streams x and dy from L2 for little (56-wide layers: one
 // row ran 4-7% faster than the two rows kReloadShare asks for; 14-wide ones, whose L1 chunk of
@@ -208,7 +215,8 @@ std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
       tile.rows * ((tile.cols + plan.tiles.lanes() - 1) / plan.tiles.lanes()));
   const double reload = latency + 2.0 * accumulators * cpu.vector_bytes / bandwidth;
   const double fma_cycles_per_point = plan.tiles.cycles_per_reduce_point(tile);
-  return static_cast<std::int64_t>(std::ceil(reload / (kReloadShare * fma_cycles_per_point)));
+  const double share = in_l2 ? kReloadShare : kBeyondL2ReloadShare;
+  return static_cast<std::int64_t>(std::ceil(reload / (share * fma_cycles_per_point)));
 }
 
 namespace {

@@ -484,14 +484,14 @@ TEST(IrBatchOperandCopies, OneImagePairsItsRowChunks) {
     bool last_chunk;  // an odd number of chunks in the loop of inner chunks
     bool sliced = false;
   };
-  // An L2 of 16 KiB blocks these images into chunks of 7 rows.
+  // An L2 of 32 KiB blocks these images into chunks of 4 rows.
   const Case cases[] = {
-      {21, 16, 32, 1, 1, false, false},      // three chunks, each a loop of its own
-      {28, 16, 32, 1, 1, true, false},       // two inner chunks: a pair
-      {49, 16, 32, 1, 1, true, true},        // five inner chunks: two pairs and a last chunk
-      {56, 16, 32, 2, 1, true, true},        // stride 2: x's pairs two chunks of rows apart
-      {56, 16, 32, 1, 2, true, true},        // rows split between two threads
-      {48, 64, 64, 1, 2, true, true, true},  // two threads, each a slice of dW's output channels
+      {12, 16, 32, 1, 1, false, false},      // three chunks, each a loop of its own
+      {16, 16, 32, 1, 1, true, false},       // two inner chunks: a pair
+      {20, 16, 32, 1, 1, true, true},        // three inner chunks: a pair and a last chunk
+      {32, 16, 32, 2, 1, true, true},        // stride 2: x's pairs two chunks of rows apart
+      {32, 16, 32, 1, 2, true, true},        // rows split between two threads
+      {24, 16, 32, 1, 2, true, false, true}  // two threads, each a slice of dW's output channels
   };
   const double inf = std::numeric_limits<double>::infinity();
   std::uint64_t seed = 401;
@@ -500,7 +500,7 @@ TEST(IrBatchOperandCopies, OneImagePairsItsRowChunks) {
     const ConvProblem p =
         make_problem(g, ConvDirection::kBackpropFilter, DType::kBFloat16, DataFormat::kNHWC);
     TestTarget t = testing::avx512_bf16_target(false, c.threads);
-    t.l2_bytes = 16384;
+    t.l2_bytes = 32768;
     const LoopNest nest = lower_and_schedule(p, t);
     const std::string text = print(nest);
     SCOPED_TRACE(text);
@@ -557,9 +557,9 @@ TEST(IrBatchOperandCopies, WithoutTheDotProductDyIsWidenedPerImage) {
   const Case cases[] = {{3, 6, 3, 18, 1, 1 << 20},          // unblocked, one thread
                         {4, 24, 16, 32, 2, 1 << 20},        // unblocked, two images per thread
                         {5, 6, 3, 18, 1, 4096},             // blocked
-                        {6, 24, 16, 32, 2, 4096, true},     // blocked, three images per thread
+                        {6, 24, 16, 32, 2, 32768, true},    // blocked, three images per thread
                         {1, 48, 16, 32, 2, 1 << 20, true},  // rows split: each thread's window
-                        {4, 24, 16, 32, 1, 4096, true},     // blocked: per row chunk
+                        {4, 24, 16, 32, 1, 32768, true},    // blocked: per row chunk
                         {4, 12, 16, 32, 2, 1 << 20, true, true}};  // output slices
   std::uint64_t seed = 401;
   for (const DType dtype : {DType::kBFloat16, DType::kHalf}) {

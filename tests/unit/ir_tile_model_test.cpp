@@ -316,8 +316,9 @@ TEST(IrTileModel, CrowdedL1SetsSizeTheChunkForTheReloads) {
 // Where L2 feeds the f32 tiles, a chunk grows past L1 to the points the reloads ask for: on a
 // Zen 4 core (one zmm FMA a cycle, r6x64's 320 bytes a point in 24 cycles, L2 filling L1 at
 // 32 bytes a cycle) ResNet-50's 7x7 1x1 filter gradient of 2048 -> 512 channels (4 MB of dW,
-// reloaded from L3) takes chunks of 4 images, not the 1 that three quarters of L1 holds. At
-// two FMAs a cycle the same L2 no longer keeps up and the L1 cap stays.
+// reloaded from L3 at a twentieth of the FMA time: 202 points) takes all of its 8 images (5
+// do not divide them), not the 1 that three quarters of L1 holds. At two FMAs a cycle the
+// same L2 no longer keeps up and the L1 cap stays.
 TEST(IrTileModel, ChunksGrowPastL1WhereL2FeedsTheTiles) {
   const TestTarget zen4 = zen4_core();
   TestTarget two_fmas = zen4;
@@ -326,7 +327,7 @@ TEST(IrTileModel, ChunksGrowPastL1WhereL2FeedsTheTiles) {
   p.direction = ConvDirection::kBackpropFilter;
   const std::string fed = lower_and_schedule(p, zen4).schedule_summary;
   const std::string capped = lower_and_schedule(p, two_fmas).schedule_summary;
-  EXPECT_NE(fed.find("blk=n4"), std::string::npos) << fed;
+  EXPECT_EQ(fed.find("blk="), std::string::npos) << fed;
   EXPECT_NE(capped.find("blk=n "), std::string::npos) << capped;
 }
 
