@@ -26,20 +26,21 @@ constexpr double kL1Share = 0.2;
 // Share of a chunk's FMA time that reloading and storing back each tile's accumulators may
 // take: chunks give every tile enough reduce points to keep the reloads below it.
 constexpr double kReloadShare = 0.1;
-// ... and half that where dW is beyond L2: there a chunk's reloads cost about twice the
-// latency and transfer min_chunk_points counts (each tile's stores send its lines back out of
-// L2 while the next tile's loads wait behind them). Paired on Zen 4 (f32, two threads, the 19
-// networks.txt filter gradients whose chunks this grows, 6 pairs each): 1.055x in geometric
-// mean, every one faster: ResNet-50's 7x7 3x3 512 1.16x, VGG16's 14x14 512 1.20x, ConvNeXt's
-// 2x2/2 192 -> 384 1.14x, UNet's 32x32 512 1.06x; a quarter of the share read 1.00x more.
-constexpr double kBeyondL2ReloadShare = 0.05;
 // ... where dW is in L2, unless the chunk that fits L1's share keeps them below this share
 // already: growing it past L1 then streams x and dy from L2 for little (56-wide layers: one
 // row ran 4-7% faster than the two rows kReloadShare asks for; 14-wide ones, whose L1 chunk of
 // two rows spends about 40% of its time on reloads, ran 30% faster grown to seven). dW in L3
-// or memory keeps the kReloadShare chunks (112-wide 3x3 layers of 128 channels ran 3-5%
-// slower on the one-row L1 chunks).
+// or memory keeps the chunks its reloads ask for (kBeyondL2ReloadShare; 112-wide 3x3 layers
+// of 128 channels ran 3-5% slower on the one-row L1 chunks).
 constexpr double kL1ChunkReloadShare = 0.2;
+// The reload share where dW is beyond L2: half of kReloadShare, since there a chunk's reloads
+// cost about twice the latency and transfer min_chunk_points counts (each tile's stores send
+// its lines back out of L2 while the next tile's loads wait behind them). Paired on Zen 4
+// (f32, two threads, the 19 networks.txt filter gradients whose chunks this grows, 6 pairs
+// each): 1.055x in geometric mean, every one faster: ResNet-50's 7x7 3x3 512 1.16x, VGG16's
+// 14x14 512 1.20x, ConvNeXt's 2x2/2 192 -> 384 1.14x, UNet's 32x32 512 1.06x. A quarter of
+// kReloadShare gained nothing more (1.00x).
+constexpr double kBeyondL2ReloadShare = 0.05;
 // Share of L1 a chunk's working set for one column block may fill at most where the chunk
 // grows for the reloads (dW beyond L2): its dy slice and the x lines its tiles broadcast from
 // are reread by every row block, and past L1 every tile streams them from L2. On the Zen 3 host
