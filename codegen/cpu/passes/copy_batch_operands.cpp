@@ -166,15 +166,11 @@ class BatchOperandCopies {
           ++paired;
           continue;
         }
-        std::vector<Stmt> replaced = pair_batch(*l, *image, slot);
+        const std::size_t made = splice(body, s, pair_batch(*l, *image, slot));
         ++image_pairs_;
-        body.erase(body.begin() + static_cast<std::ptrdiff_t>(s));
-        body.insert(body.begin() + static_cast<std::ptrdiff_t>(s),
-                    std::make_move_iterator(replaced.begin()),
-                    std::make_move_iterator(replaced.end()));
-        s += replaced.size() - 1;
+        s += made - 1;
         // An odd last image: its row chunks in pairs.
-        if (replaced.size() > 1) run(std::get<Loop>(body[s].node).body, slot);
+        if (made > 1) run(std::get<Loop>(body[s].node).body, slot);
         ++paired;
         continue;
       }
@@ -198,12 +194,7 @@ class BatchOperandCopies {
       std::optional<std::vector<Stmt>> row_pairs;
       if (pairs_ && rows_pairable(*l)) row_pairs = pair_rows(*l, slot);
       if (row_pairs.has_value()) {
-        std::vector<Stmt>& replaced = *row_pairs;
-        body.erase(body.begin() + static_cast<std::ptrdiff_t>(s));
-        body.insert(body.begin() + static_cast<std::ptrdiff_t>(s),
-                    std::make_move_iterator(replaced.begin()),
-                    std::make_move_iterator(replaced.end()));
-        s += replaced.size() - 1;
+        s += splice(body, s, std::move(*row_pairs)) - 1;
         ++paired;
         continue;
       }
@@ -223,6 +214,14 @@ class BatchOperandCopies {
 
  private:
   const Buffer& buffer(int b) const { return nest_.buffers[static_cast<std::size_t>(b)]; }
+
+  /// Replaces statement `at` of `body` with `made`; returns how many statements took its place.
+  static std::size_t splice(std::vector<Stmt>& body, std::size_t at, std::vector<Stmt> made) {
+    body.erase(body.begin() + static_cast<std::ptrdiff_t>(at));
+    body.insert(body.begin() + static_cast<std::ptrdiff_t>(at),
+                std::make_move_iterator(made.begin()), std::make_move_iterator(made.end()));
+    return made.size();
+  }
 
   /// Whether `t` is a plain outer product of x (rows) and dy (columns) whose image index is
   /// `var` (coefficient 1) plus terms fixed while `var` moves, the same expression as `image`
