@@ -3,18 +3,18 @@
 // dimension next (it reorders the lowered loops), the NCHW depthwise copy of dy
 // (its stride-2 form removes W's divisions), residues next (everything after sees affine
 // indices), a depthwise filter gradient's filter columns kept whole over the columns where they
-// all lie inside x, zero-padded copies of dy for the W-vector tiles (which remove most borders), then
-// borders (so the interior tiles have no guards), packing, channel blocks (whole pixel sweeps
+// all lie inside x, zero-padded copies of dy for the W-vector tiles (which remove most borders),
+// then borders (so the interior tiles have no guards), packing, channel blocks (whole pixel sweeps
 // per block of the packed filter), register tiles over the guard-free interior, bfloat16
 // reduction pairs (they rewrite the tiles' final reduce loops), the channel blocks moved
 // inside the pixel tiles or around each thread's images (once the tiles are final), the filter
 // gradient's cache blocking of its reduction (after tiling, so it sees the border tiles' final
 // ranges), the merging of parts that all this made equal, per-thread operand copies (one
 // chunk of images per thread), non-temporal output stores (once the tiles and the buffers they
-// write are final), threads (they split whatever loops are left), the 16-bit filter
-// gradient's image pairs or widened images (they follow the per-thread batch loops the split
-// made), and last a sliced filter gradient's slices (the schedule before it was made for one
-// slice).
+// write are final), the packing copy in bands of rows, threads (they split whatever loops are
+// left), the 16-bit filter gradient's image pairs or widened images (they follow the per-thread
+// batch loops the split made), and last a sliced filter gradient's slices (the schedule before it
+// was made for one slice).
 #include "codegen/cpu/cpu_pipeline.hpp"
 
 #include "codegen/cpu/passes/passes.hpp"
@@ -94,6 +94,7 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
   add(plan.privatize_batch_copies, "privatize_batch_copies", &privatize_batch_copies);
   add(plan.stream_output, "stream_output_stores", &stream_output_stores);
   add(plan.prefetch_streamed_rows, "prefetch_streamed_rows", &prefetch_streamed_rows);
+  add(plan.pack_filter && plan.threads > 1, "band_packing_rows", &band_packing_rows);
   add(true, "parallelize", &parallelize);
   add(plan.batch_copies != BatchCopies::kNone, "copy_batch_operands", &copy_batch_operands);
   add(sliced, "spread_output_slices", &spread_output_slices);

@@ -349,6 +349,51 @@ TEST(IrChannelBlocks, AroundEachThreadsImagesMatchTheReference) {
   }
 }
 
+// On two threads each packing copy of an input gradient's filter runs as one band of output
+// channels per thread (whole lines: 32 f32 rows or 16 bfloat16 pairs of 72 channels), a
+// parallel loop of its own, and the rows past the last whole band (8, or 4 pairs) as the nest
+// they were; 1x1 and 3x3 filters, with and without channel blocks. The final nest, threaded,
+// matches the reference; one thread keeps the copy unbanded.
+TEST(IrPackingBands, ThreadsSplitBandsOfWholeLinesAndTheRestMatchesTheReference) {
+  const std::vector<Geometry> cases = {
+      {3, 5, 6, 200, 1, 1, 200, 72, 1, 1, 1, 1, Padding::kValid},
+      {2, 5, 7, 24, 3, 3, 24, 72, 2, 2, 1, 1, Padding::kSame},
+  };
+  std::uint64_t seed = 71;
+  for (const DType dtype : {DType::kFloat32, DType::kBFloat16}) {
+    for (const Geometry& g : cases) {
+      const ConvProblem p = make_problem(g, ConvDirection::kBackpropData, dtype, DataFormat::kNHWC);
+      SCOPED_TRACE(fmt::format("{} {}x{} filter", dtype_name(dtype), g.kh, g.kw));
+      const TestTarget two = testing::avx512_bf16_target(false, 2);
+      ASSERT_TRUE(testing::plan_for(p, two).pack_filter);
+      const LoopNest nest = lower_and_schedule(p, two);
+      const std::string text = print(nest);
+      int bands = 0;
+      for (const Stmt& s : nest.body) {
+        const auto* l = std::get_if<Loop>(&s.node);
+        if (l == nullptr || l->label != "packing bands") continue;
+        ++bands;
+        EXPECT_EQ(l->kind, LoopKind::kParallel) << text;
+        EXPECT_EQ(l->trip_count(), 2) << text;
+      }
+      EXPECT_GE(bands, 1) << text;
+      Operands ref = make_operands(p, seed);
+      run_reference(p, ref.ptrs());
+      Operands got = make_operands(p, seed);
+      got.x.fill(std::numeric_limits<double>::quiet_NaN());
+      ASSERT_TRUE(interpret(nest, got.ptrs(), ParallelFor(threaded_for)).is_ok());
+      EXPECT_TRUE(convjit::testing::all_close(
+          got.x.view(), ref.x.view(),
+          convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))))
+          << text;
+      EXPECT_EQ(
+          print(lower_and_schedule(p, testing::avx512_bf16_target(false, 1))).find("packing bands"),
+          std::string::npos);
+      ++seed;
+    }
+  }
+}
+
 // Interprets a filter-gradient nest on `threads` threads and compares dW with the reference.
 void expect_filter_gradient_matches(const ConvProblem& p, const LoopNest& nest, int threads,
                                     std::uint64_t seed) {

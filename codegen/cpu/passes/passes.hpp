@@ -118,6 +118,11 @@ ir::LoopNest stream_output_stores(ir::LoopNest nest, const CpuPlan& plan);
 /// outgrows the core's L2 to prefetch their next row group's lines.
 ir::LoopNest prefetch_streamed_rows(ir::LoopNest nest, const CpuPlan& plan);
 
+/// Backprop data with a packed filter on more than one thread: each packing copy as bands of 16
+/// rows (output channels) outermost, every channel block and tap inside a band, so threads split
+/// equal bands and each band transposes whole 64-byte lines of W.
+ir::LoopNest band_packing_rows(ir::LoopNest nest, const CpuPlan& plan);
+
 /// Backprop filter: splits the reduction among the threads as the plan chose, each chunk
 /// writing private partial sums that a final Store nest adds up and rounds once into dW (the
 /// one place partial sums are made). block_reduction's last step.
