@@ -89,6 +89,14 @@ bool prefetches(const std::vector<Stmt>& body) {
   });
 }
 
+// Whether some tile prefetches its next block of reduction points.
+bool prefetches_next_blocks(const std::vector<Stmt>& body) {
+  return some_statement(body, [](const Stmt& s) {
+    const auto* t = std::get_if<Tile>(&s.node);
+    return t != nullptr && t->prefetch_next_block != 0;
+  });
+}
+
 // The variables of the outermost loops that run on the thread pool, sorted.
 std::vector<std::string> parallel_loops(const LoopNest& nest) {
   std::vector<std::string> names;
@@ -211,6 +219,7 @@ std::string schedule_tokens(const CpuPlan& plan, const LoopNest& nest) {
   add(plan.privatize_batch_copies, fmt::format("priv=x{}", plan.threads));
   add(plan.stream_output && streams(nest.body), "nt");
   add(plan.prefetch_streamed_rows && prefetches(nest.body), "pf");
+  add(plan.prefetch_streamed_rows && prefetches_next_blocks(nest.body), "pfb");
   const std::int64_t slots =
       p.direction == ConvDirection::kBackpropFilter && plan.channels_last_out_backprop
           ? copy_slots(nest)

@@ -143,4 +143,15 @@ void Emitter::emit_next_rows_prefetch(const ir::Tile& t, const AccessInfo& x, co
   }
 }
 
+// Tiles marked with a next block (prefetch_streamed_rows says why): at reduction point `u` of
+// the unrolled body, the line of operand a (at rsi) that the same point of the next block
+// reads.
+void Emitter::emit_next_block_prefetch(const ir::Tile& t, const AccessInfo& a,
+                                       std::int64_t step_bytes, std::int64_t u) {
+  if (t.prefetch_next_block == 0 || a.shape != ColumnShape::kBroadcast) return;
+  const std::int64_t disp = t.prefetch_next_block * a.elem_bytes + u * step_bytes;
+  if (!fits_int32(disp)) return;
+  prefetcht0(ptr[rsi + static_cast<std::int32_t>(disp)]);
+}
+
 }  // namespace convjit::codegen::x86

@@ -243,6 +243,7 @@ void Emitter::emit_tile(const ir::Tile& t) {
       auto k_step = [&](std::int64_t u) {
         emit_next_rows_prefetch(t, a, rsi, cur.da, r0, nrg, cur, u);
         emit_next_rows_prefetch(t, b, rdi, cur.db, r0, nrg, cur, u);
+        emit_next_block_prefetch(t, a, cur.da, u);
         Label skip;
         bool any_guard = false;
         for (const ir::Guard& g : t.guards) {

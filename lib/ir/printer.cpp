@@ -64,9 +64,11 @@ class Printer {
                           loop->label.empty() ? "" : fmt::format(" \"{}\"", loop->label));
       stmts(loop->body, depth + 1);
     } else if (const auto* t = std::get_if<Tile>(&s.node)) {
-      out_ += fmt::format("{}tile {}:{} x {}:{}{}{}\n", pad, var(t->row_var), t->rows,
-                          var(t->col_var), t->cols, t->stream ? " stream" : "",
-                          t->prefetch_next_rows ? " prefetch" : "");
+      out_ += fmt::format(
+          "{}tile {}:{} x {}:{}{}{}{}\n", pad, var(t->row_var), t->rows, var(t->col_var), t->cols,
+          t->stream ? " stream" : "", t->prefetch_next_rows ? " prefetch" : "",
+          t->prefetch_next_block != 0 ? fmt::format(" prefetch_block {}", t->prefetch_next_block)
+                                      : "");
       if (!t->reduce.empty()) {
         out_ += pad + "  reduce";
         for (const ReduceLoop& r : t->reduce) {

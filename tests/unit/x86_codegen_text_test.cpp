@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -547,6 +548,69 @@ TEST(X86CodegenText, StreamedRowsPrefetchTheNextRowGroup) {
       EXPECT_LE(prefetches(crowded.disassembly), 2) << crowded.code->name();
     }
   }
+}
+
+// A filter gradient's tile takes a new line of x per reduction point (256 channels: 1 KiB a
+// pixel; 64 in AVX2 code, whose tiles read a copy of x with more) and reads x's broadcasts
+// from a buffer beyond L2 (8x56x56 f32, 6-26 MB): at every point of its hottest loop it
+// prefetches the same pixel of the next row chunk (the chunk's rows of 56 pixels further),
+// and the name says pfb. With an L2 that holds x, or where the bfloat16 tiles read the
+// paired copies, no such prefetch.
+TEST(X86CodegenText, FilterGradientTilesPrefetchTheNextBlockOfX) {
+  if (!have_objdump()) GTEST_SKIP() << "needs objdump";
+  auto filter_gradient_1x1 = [](DType dtype, std::int64_t ic, std::int64_t oc) {
+    OpDescriptor d;
+    d.op = OpKind::kConv2DBackpropFilter;
+    d.dtype = dtype;
+    d.input = {8, 56, 56, ic};
+    d.filter = {1, 1, ic, oc};
+    d.strides = {1, 1, 1, 1};
+    d.padding = Padding::kValid;
+    d.out_backprop = {8, 56, 56, oc};
+    Expected<ConvProblem> p = validate(d);
+    EXPECT_TRUE(p.has_value()) << p.status().to_string();
+    return *p;
+  };
+  for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
+    if (isa == cpu::Isa::kAvx2 && !host_has(isa)) continue;
+    cpu::CpuInfo t = target_for(isa);
+    t.l2_bytes = 1 << 20;
+    const std::int64_t ic = isa == cpu::Isa::kAvx512 ? 256 : 64;
+    const ConvProblem p = filter_gradient_1x1(DType::kFloat32, ic, 320 - ic);
+    Compiled c = compile_for_target(p, t);
+    ASSERT_TRUE(c.code);
+    const std::string& name = c.code->name();
+    EXPECT_NE(name.find("_pfb"), std::string::npos) << name;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(name, m, std::regex(R"(blk=n[,_]oh(\d+))"))) << name;
+    const std::uint64_t pixel = static_cast<std::uint64_t>(ic) * 4;
+    const std::uint64_t next_chunk = std::stoull(m[1].str()) * 56 * pixel;
+    // One prefetch per unrolled point of the main tile's loop, a pixel apart from the next
+    // chunk's first.
+    const LoopStats hot = hottest_loop(parse(c.disassembly));
+    EXPECT_GE(hot.prefetches, 1) << name;
+    const std::regex prefetch(R"(prefetcht0 BYTE PTR \[rsi\+0x([0-9a-f]+)\])");
+    std::set<std::uint64_t> distances;
+    for (auto it = std::sregex_iterator(c.disassembly.begin(), c.disassembly.end(), prefetch);
+         it != std::sregex_iterator(); ++it) {
+      distances.insert(std::stoull((*it)[1].str(), nullptr, 16));
+    }
+    ASSERT_FALSE(distances.empty()) << name;
+    EXPECT_EQ(*distances.begin(), next_chunk) << name;
+    for (std::uint64_t d : distances) EXPECT_EQ((d - next_chunk) % pixel, 0U) << name;
+    t.l2_bytes = std::int64_t{1} << 30;
+    Compiled fits = compile_for_target(p, t);
+    ASSERT_TRUE(fits.code);
+    EXPECT_EQ(fits.code->name().find("_pfb"), std::string::npos) << fits.code->name();
+    EXPECT_EQ(fits.disassembly.find("prefetch"), std::string::npos) << fits.code->name();
+  }
+  cpu::CpuInfo dot = target_for(cpu::Isa::kAvx512);
+  dot.l2_bytes = 1 << 20;
+  dot.has_avx512_bf16 = dot.bf16_dot_beats_fma = true;
+  Compiled paired = compile_for_target(filter_gradient_1x1(DType::kBFloat16, 256, 64), dot);
+  ASSERT_TRUE(paired.code);
+  EXPECT_NE(paired.code->name().find("dp2"), std::string::npos) << paired.code->name();
+  EXPECT_EQ(paired.code->name().find("_pfb"), std::string::npos) << paired.code->name();
 }
 
 // Non-temporal stores only where they write whole lines: a tile whose column groups are
