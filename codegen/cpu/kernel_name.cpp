@@ -44,23 +44,6 @@ std::string main_tile(const LoopNest& nest) {
   return fmt::format("r{}x{}{}", rows, cols, elementwise ? "e" : "");
 }
 
-// Whether a copy of dy got zero borders: zero stores into a copy of it.
-bool padded_copies(const LoopNest& nest) {
-  bool zeros = false;
-  std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& body) {
-    for (const Stmt& s : body) {
-      if (const auto* l = std::get_if<Loop>(&s.node)) {
-        walk(l->body);
-      } else if (const auto* st = std::get_if<Store>(&s.node)) {
-        zeros = zeros || (!st->has_src && nest.buffers[static_cast<std::size_t>(st->dst.buffer)].role ==
-                                              BufferRole::kOutBackpropCopy);
-      }
-    }
-  };
-  walk(nest.body);
-  return zeros;
-}
-
 // Whether `holds` is true of some tile or store of `body`, in its loops too.
 bool some_statement(const std::vector<Stmt>& body, const std::function<bool(const Stmt&)>& holds) {
   for (const Stmt& s : body) {
@@ -71,6 +54,16 @@ bool some_statement(const std::vector<Stmt>& body, const std::function<bool(cons
     }
   }
   return false;
+}
+
+// Whether a copy of dy got zero borders: zero stores into a copy of it.
+bool padded_copies(const LoopNest& nest) {
+  return some_statement(nest.body, [&](const Stmt& s) {
+    const auto* st = std::get_if<Store>(&s.node);
+    return st != nullptr && !st->has_src &&
+           nest.buffers[static_cast<std::size_t>(st->dst.buffer)].role ==
+               BufferRole::kOutBackpropCopy;
+  });
 }
 
 // Whether some tile or copy stores with non-temporal stores.
@@ -128,15 +121,7 @@ std::int64_t copy_slots(const LoopNest& nest) {
     for (const Stmt& s : body) {
       if (const auto* l = std::get_if<Loop>(&s.node)) {
         // Below a loop that holds tiles (the batch), not in a top-level copy nest.
-        bool tiles = false;
-        std::function<void(const std::vector<Stmt>&)> find = [&](const std::vector<Stmt>& b) {
-          for (const Stmt& x : b) {
-            if (std::holds_alternative<Tile>(x.node)) tiles = true;
-            if (const auto* il = std::get_if<Loop>(&x.node)) find(il->body);
-          }
-        };
-        find(l->body);
-        walk(l->body, tiles ? depth + 1 : depth);
+        walk(l->body, has_tile(l->body) ? depth + 1 : depth);
       } else if (const auto* st = std::get_if<Store>(&s.node)) {
         inside = inside || (depth > 0 && st->dst.buffer == copy);
       }
@@ -149,14 +134,10 @@ std::int64_t copy_slots(const LoopNest& nest) {
 // The filter gradient's batch copies as the schedule made them: pairs, widened (w) or padded
 // (rs) copies of x, dy or both.
 std::string batch_copies(const CpuPlan& plan, const LoopNest& nest) {
-  bool paired = false;
-  std::function<void(const std::vector<Stmt>&)> walk = [&](const std::vector<Stmt>& body) {
-    for (const Stmt& s : body) {
-      if (const auto* l = std::get_if<Loop>(&s.node)) walk(l->body);
-      if (const auto* t = std::get_if<Tile>(&s.node)) paired = paired || t->paired;
-    }
-  };
-  walk(nest.body);
+  const bool paired = some_statement(nest.body, [](const Stmt& s) {
+    const auto* t = std::get_if<Tile>(&s.node);
+    return t != nullptr && t->paired;
+  });
   if (paired) {
     const auto padding = nest.derived.find("out_backprop_pair_padding");
     const std::string padded =

@@ -97,6 +97,21 @@ Compiled compile_for(const ConvProblem& p, cpu::Isa isa) {
 
 bool host_has(cpu::Isa isa) { return cpu::CpuInfo::host(isa).isa == isa; }
 
+// `op` of a batch of 8 56x56 images, 1x1 filter, stride 1, VALID: ic channels in, oc out.
+ConvProblem batch8_56x56_1x1(OpKind op, DType dtype, std::int64_t ic, std::int64_t oc) {
+  OpDescriptor d;
+  d.op = op;
+  d.dtype = dtype;
+  d.input = {8, 56, 56, ic};
+  d.filter = {1, 1, ic, oc};
+  d.strides = {1, 1, 1, 1};
+  d.padding = Padding::kValid;
+  d.out_backprop = {8, 56, 56, oc};
+  Expected<ConvProblem> p = validate(d);
+  EXPECT_TRUE(p.has_value()) << p.status().to_string();
+  return *p;
+}
+
 struct Insn {
   std::uint64_t addr = 0;
   std::string text;
@@ -498,17 +513,7 @@ TEST(X86CodegenText, LargeOutputsStreamPastTheCaches) {
 TEST(X86CodegenText, StreamedRowsPrefetchTheNextRowGroup) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   auto input_gradient_1x1 = [](DType dtype, std::int64_t ic, std::int64_t oc) {
-    OpDescriptor d;
-    d.op = OpKind::kConv2DBackpropInput;
-    d.dtype = dtype;
-    d.input = {8, 56, 56, ic};
-    d.filter = {1, 1, ic, oc};
-    d.strides = {1, 1, 1, 1};
-    d.padding = Padding::kValid;
-    d.out_backprop = {8, 56, 56, oc};
-    Expected<ConvProblem> p = validate(d);
-    EXPECT_TRUE(p.has_value()) << p.status().to_string();
-    return *p;
+    return batch8_56x56_1x1(OpKind::kConv2DBackpropInput, dtype, ic, oc);
   };
   // The most prefetches of an innermost loop (one per tile: the main tile's and the rest's).
   auto prefetches = [](const std::string& dis) {
@@ -559,17 +564,7 @@ TEST(X86CodegenText, StreamedRowsPrefetchTheNextRowGroup) {
 TEST(X86CodegenText, FilterGradientTilesPrefetchTheNextBlockOfX) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   auto filter_gradient_1x1 = [](DType dtype, std::int64_t ic, std::int64_t oc) {
-    OpDescriptor d;
-    d.op = OpKind::kConv2DBackpropFilter;
-    d.dtype = dtype;
-    d.input = {8, 56, 56, ic};
-    d.filter = {1, 1, ic, oc};
-    d.strides = {1, 1, 1, 1};
-    d.padding = Padding::kValid;
-    d.out_backprop = {8, 56, 56, oc};
-    Expected<ConvProblem> p = validate(d);
-    EXPECT_TRUE(p.has_value()) << p.status().to_string();
-    return *p;
+    return batch8_56x56_1x1(OpKind::kConv2DBackpropFilter, dtype, ic, oc);
   };
   for (cpu::Isa isa : {cpu::Isa::kAvx512, cpu::Isa::kAvx2}) {
     if (isa == cpu::Isa::kAvx2 && !host_has(isa)) continue;

@@ -60,7 +60,7 @@ std::int64_t next_block_distance(const LoopNest& nest, const Tile& t,
   for (auto l = loops.rbegin(); l != loops.rend(); ++l) {
     const std::int64_t distance = offset.coef_of((*l)->var) * (*l)->step;
     if ((*l)->trip_count() < 2 || std::llabs(distance) <= span) continue;
-    return distance * eb <= INT32_MAX / 2 ? distance : 0;
+    return std::llabs(distance) * eb <= INT32_MAX / 2 ? distance : 0;
   }
   return 0;
 }
