@@ -86,7 +86,7 @@ bool prefetches(const std::vector<Stmt>& body) {
 bool prefetches_next_blocks(const std::vector<Stmt>& body) {
   return some_statement(body, [](const Stmt& s) {
     const auto* t = std::get_if<Tile>(&s.node);
-    return t != nullptr && t->prefetch_next_block != 0;
+    return t != nullptr && (t->prefetch_next_block_a != 0 || t->prefetch_next_block_b != 0);
   });
 }
 

@@ -144,14 +144,21 @@ void Emitter::emit_next_rows_prefetch(const ir::Tile& t, const AccessInfo& x, co
 }
 
 // Tiles marked with a next block (prefetch_streamed_rows says why): at reduction point `u` of
-// the unrolled body, the line of operand a (at rsi) that the same point of the next block
-// reads.
-void Emitter::emit_next_block_prefetch(const ir::Tile& t, const AccessInfo& a,
-                                       std::int64_t step_bytes, std::int64_t u) {
-  if (t.prefetch_next_block == 0 || a.shape != ColumnShape::kBroadcast) return;
-  const std::int64_t disp = t.prefetch_next_block * a.elem_bytes + u * step_bytes;
-  if (!fits_int32(disp)) return;
-  prefetcht0(ptr[rsi + static_cast<std::int32_t>(disp)]);
+// the unrolled body, a prefetch per line of the `bytes` bytes from `first_byte` that operand
+// x (at ptr_reg) reads at the same point of the next block, `distance` elements further. (A
+// broadcast's rows that cross into a second line leave that line to the tile whose rows
+// begin in it.)
+void Emitter::emit_next_block_prefetch(const AccessInfo& x, std::int64_t distance,
+                                       const Reg64& ptr_reg, std::int64_t step_bytes,
+                                       std::int64_t u, std::int64_t first_byte,
+                                       std::int64_t bytes) {
+  constexpr std::int64_t kLineBytes = cpu::CpuInfo::kCacheLineBytes;
+  if (distance == 0) return;
+  const std::int64_t base = distance * x.elem_bytes + u * step_bytes + first_byte;
+  for (std::int64_t k = 0; k < bytes; k += kLineBytes) {
+    if (!fits_int32(base + k)) return;
+    prefetcht0(ptr[ptr_reg + static_cast<std::int32_t>(base + k)]);
+  }
 }
 
 }  // namespace convjit::codegen::x86

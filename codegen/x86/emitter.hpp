@@ -134,8 +134,9 @@ class Emitter : public Xbyak::CodeGenerator {
   void emit_next_rows_prefetch(const ir::Tile& t, const AccessInfo& x, const Xbyak::Reg64& ptr_reg,
                                std::int64_t step_bytes, std::int64_t r0, std::int64_t rows,
                                const ReduceCursor& cur, std::int64_t u);
-  void emit_next_block_prefetch(const ir::Tile& t, const AccessInfo& a, std::int64_t step_bytes,
-                                std::int64_t u);
+  void emit_next_block_prefetch(const AccessInfo& x, std::int64_t distance,
+                                const Xbyak::Reg64& ptr_reg, std::int64_t step_bytes,
+                                std::int64_t u, std::int64_t first_byte, std::int64_t bytes);
   // Jumps to `skip` unless `guard` holds with the row variable at `row` (ignored when
   // row_var < 0) and `inner_var` advanced by `inner_offset` over its register or slot.
   void emit_guard_check(const ir::Guard& guard, ir::VarId row_var, std::int64_t row,

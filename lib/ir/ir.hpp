@@ -194,11 +194,13 @@ struct Tile {
   // The backend prefetches the lines of the per-row operand that the next row group will read
   // (prefetch_streamed_rows): set only where that operand outgrows the core's L2.
   bool prefetch_next_rows = false;
-  // Where operand a is broadcast per row and a line per reduction point: the distance in a's
+  // Per operand (a, b) that takes a new line per reduction point: the distance in its
   // elements to the same point of the next block of points the nest will reduce (the next
-  // row chunk, the next image); the backend prefetches that line at every point. Zero: none.
-  // Set by prefetch_streamed_rows where a streams from beyond the core's L2.
-  std::int64_t prefetch_next_block = 0;
+  // row chunk, the next image); the backend prefetches, at every point, the lines the tile
+  // reads there (a broadcast's line, or the columns' lines). Zero: none. Set by
+  // prefetch_streamed_rows where the operand streams from beyond the core's L2.
+  std::int64_t prefetch_next_block_a = 0;
+  std::int64_t prefetch_next_block_b = 0;
   Access a2;  // used only when paired
   Access b2;
 };

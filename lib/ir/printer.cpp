@@ -52,6 +52,10 @@ class Printer {
     return s == 1 ? fmt::format("[{}, {})", b, e) : fmt::format("[{}, {}) step {}", b, e, s);
   }
 
+  static std::string next_block(const char* what, std::int64_t distance) {
+    return distance != 0 ? fmt::format("{} {}", what, distance) : "";
+  }
+
   void stmts(const std::vector<Stmt>& body, int depth) {
     for (const Stmt& s : body) stmt(s, depth);
   }
@@ -64,11 +68,11 @@ class Printer {
                           loop->label.empty() ? "" : fmt::format(" \"{}\"", loop->label));
       stmts(loop->body, depth + 1);
     } else if (const auto* t = std::get_if<Tile>(&s.node)) {
-      out_ += fmt::format(
-          "{}tile {}:{} x {}:{}{}{}{}\n", pad, var(t->row_var), t->rows, var(t->col_var), t->cols,
-          t->stream ? " stream" : "", t->prefetch_next_rows ? " prefetch" : "",
-          t->prefetch_next_block != 0 ? fmt::format(" prefetch_block {}", t->prefetch_next_block)
-                                      : "");
+      out_ += fmt::format("{}tile {}:{} x {}:{}{}{}{}{}\n", pad, var(t->row_var), t->rows,
+                          var(t->col_var), t->cols, t->stream ? " stream" : "",
+                          t->prefetch_next_rows ? " prefetch" : "",
+                          next_block(" prefetch_block_a", t->prefetch_next_block_a),
+                          next_block(" prefetch_block_b", t->prefetch_next_block_b));
       if (!t->reduce.empty()) {
         out_ += pad + "  reduce";
         for (const ReduceLoop& r : t->reduce) {

@@ -558,9 +558,9 @@ TEST(X86CodegenText, StreamedRowsPrefetchTheNextRowGroup) {
 // A filter gradient's tile takes a new line of x per reduction point (256 channels: 1 KiB a
 // pixel; 64 in AVX2 code, whose tiles read a copy of x with more) and reads x's broadcasts
 // from a buffer beyond L2 (8x56x56 f32, 6-26 MB): at every point of its hottest loop it
-// prefetches the same pixel of the next row chunk (the chunk's rows of 56 pixels further),
-// and the name says pfb. With an L2 that holds x, or where the bfloat16 tiles read the
-// paired copies, no such prefetch.
+// prefetches the same pixel of the next row chunk (the chunk's rows of 56 pixels further), of
+// x and of dy (its vectors' lines), and the name says pfb. With an L2 that holds x, or where
+// the bfloat16 tiles read the paired copies, no such prefetch.
 TEST(X86CodegenText, FilterGradientTilesPrefetchTheNextBlockOfX) {
   if (!have_objdump()) GTEST_SKIP() << "needs objdump";
   auto filter_gradient_1x1 = [](DType dtype, std::int64_t ic, std::int64_t oc) {
@@ -584,15 +584,28 @@ TEST(X86CodegenText, FilterGradientTilesPrefetchTheNextBlockOfX) {
     // chunk's first.
     const LoopStats hot = hottest_loop(parse(c.disassembly));
     EXPECT_GE(hot.prefetches, 1) << name;
-    const std::regex prefetch(R"(prefetcht0 BYTE PTR \[rsi\+0x([0-9a-f]+)\])");
-    std::set<std::uint64_t> distances;
-    for (auto it = std::sregex_iterator(c.disassembly.begin(), c.disassembly.end(), prefetch);
-         it != std::sregex_iterator(); ++it) {
-      distances.insert(std::stoull((*it)[1].str(), nullptr, 16));
+    // The displacements of the prefetches off x's pointer (rsi) and dy's (rdi).
+    auto distances = [&](const char* reg) {
+      const std::regex prefetch(fmt::format(R"(prefetcht0 BYTE PTR \[{}\+0x([0-9a-f]+)\])", reg));
+      std::set<std::uint64_t> out;
+      for (auto it = std::sregex_iterator(c.disassembly.begin(), c.disassembly.end(), prefetch);
+           it != std::sregex_iterator(); ++it) {
+        out.insert(std::stoull((*it)[1].str(), nullptr, 16));
+      }
+      return out;
+    };
+    const std::set<std::uint64_t> x_lines = distances("rsi");
+    ASSERT_FALSE(x_lines.empty()) << name;
+    EXPECT_EQ(*x_lines.begin(), next_chunk) << name;
+    for (std::uint64_t d : x_lines) EXPECT_EQ((d - next_chunk) % pixel, 0U) << name;
+    // dy's lines too, unless the tiles read a copy of dy (AVX2 code restrides it: rsdy).
+    const std::set<std::uint64_t> dy_lines = distances("rdi");
+    if (std::regex_search(name, std::regex("(rs|w)x?dy"))) {
+      EXPECT_TRUE(dy_lines.empty()) << name;
+    } else {
+      ASSERT_FALSE(dy_lines.empty()) << name;
+      EXPECT_EQ(*dy_lines.begin(), next_chunk / ic * (320 - ic)) << name;
     }
-    ASSERT_FALSE(distances.empty()) << name;
-    EXPECT_EQ(*distances.begin(), next_chunk) << name;
-    for (std::uint64_t d : distances) EXPECT_EQ((d - next_chunk) % pixel, 0U) << name;
     t.l2_bytes = std::int64_t{1} << 30;
     Compiled fits = compile_for_target(p, t);
     ASSERT_TRUE(fits.code);

@@ -1246,13 +1246,15 @@ class BatchOperandCopies {
 
 namespace {
 
-// A tile that reads a copy no longer streams the tensor its prefetch distance was made for
-// (prefetch_streamed_rows): the copy's loop reads that.
+// An operand that a tile reads from a copy no longer streams the tensor its prefetch distance
+// was made for (prefetch_streamed_rows): the copy's loop reads that.
 LoopNest without_copied_prefetches(LoopNest nest) {
+  auto copied = [&](const Access& x) {
+    return nest.buffers[static_cast<std::size_t>(x.buffer)].kind == BufferKind::kScratch;
+  };
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
-    if (nest.buffers[static_cast<std::size_t>(t.a.buffer)].kind == BufferKind::kScratch) {
-      t.prefetch_next_block = 0;
-    }
+    if (copied(t.a)) t.prefetch_next_block_a = 0;
+    if (copied(t.b)) t.prefetch_next_block_b = 0;
   });
   return nest;
 }

@@ -56,7 +56,8 @@ bool same(const Tile& a, const Tile& b, Binding at) {
   if (a.row_var != b.row_var || a.rows != b.rows || a.col_var != b.col_var || a.cols != b.cols ||
       a.reduce != b.reduce || a.accumulate != b.accumulate || a.paired != b.paired ||
       a.stream != b.stream || a.prefetch_next_rows != b.prefetch_next_rows ||
-      a.prefetch_next_block != b.prefetch_next_block || a.guards.size() != b.guards.size()) {
+      a.prefetch_next_block_a != b.prefetch_next_block_a ||
+      a.prefetch_next_block_b != b.prefetch_next_block_b || a.guards.size() != b.guards.size()) {
     return false;
   }
   for (std::size_t i = 0; i < a.guards.size(); ++i) {
