@@ -240,8 +240,8 @@ void Emitter::emit_tile(const ir::Tile& t) {
           load_vector(base + static_cast<int>(v - v0), x.dtype, ref);
         }
       };
-      // The bytes an operand reads at one point for this row and column group: a broadcast's
-      // rows, or (without rows) its columns' vectors; none otherwise (no prefetch).
+      // The bytes an operand reads at one point for this row and column group, from its first:
+      // a broadcast's rows, or (without rows) its columns' vectors; none otherwise.
       auto next_block_bytes = [&](const AccessInfo& x) -> std::pair<std::int64_t, std::int64_t> {
         if (x.shape == ColumnShape::kBroadcast) {
           return {r0 * x.row_coef * x.elem_bytes, ((nrg - 1) * x.row_coef + 1) * x.elem_bytes};
@@ -251,13 +251,13 @@ void Emitter::emit_tile(const ir::Tile& t) {
         }
         return {0, 0};
       };
+      const auto [a_first, a_bytes] = next_block_bytes(a);
+      const auto [b_first, b_bytes] = next_block_bytes(b);
       auto k_step = [&](std::int64_t u) {
         emit_next_rows_prefetch(t, a, rsi, cur.da, r0, nrg, cur, u);
         emit_next_rows_prefetch(t, b, rdi, cur.db, r0, nrg, cur, u);
-        emit_next_block_prefetch(a, t.prefetch_next_block_a, rsi, cur.da, u,
-                                 next_block_bytes(a).first, next_block_bytes(a).second);
-        emit_next_block_prefetch(b, t.prefetch_next_block_b, rdi, cur.db, u,
-                                 next_block_bytes(b).first, next_block_bytes(b).second);
+        emit_next_block_prefetch(a, t.prefetch_next_block_a, rsi, cur.da, u, a_first, a_bytes);
+        emit_next_block_prefetch(b, t.prefetch_next_block_b, rdi, cur.db, u, b_first, b_bytes);
         Label skip;
         bool any_guard = false;
         for (const ir::Guard& g : t.guards) {

@@ -261,6 +261,20 @@ TEST_P(IrScheduleSweep, EveryStageMatchesTheReference) {
   }
 }
 
+// Interprets an input-gradient nest threaded, dx first filled with NaN (so an element it
+// never writes shows), and compares dx with the reference on operands made from `seed`.
+void expect_input_gradient_matches(const ConvProblem& p, const LoopNest& nest, std::uint64_t seed) {
+  Operands ref = make_operands(p, seed);
+  run_reference(p, ref.ptrs());
+  Operands got = make_operands(p, seed);
+  got.x.fill(std::numeric_limits<double>::quiet_NaN());
+  ASSERT_TRUE(interpret(nest, got.ptrs(), ParallelFor(threaded_for)).is_ok());
+  EXPECT_TRUE(convjit::testing::all_close(
+      got.x.view(), ref.x.view(),
+      convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))))
+      << print(nest);
+}
+
 // Bfloat16 input gradients on an AMX core (whatever the host) whose plan sinks the channel
 // blocks inside the pixel tiles: 1x1 (pixels as one row) and 3x3 at stride 2 (residues), 72
 // input channels (two blocks of 32 and a tail of 8). The nest after that pass and the final
@@ -302,16 +316,7 @@ TEST(IrChannelBlocks, StemChannelTilesOnAmxMatchTheReference) {
       make_problem({2, 12, 40, 3, 5, 5, 3, 16, 2, 2, 1, 1, Padding::kSame},
                    ConvDirection::kBackpropData, DType::kBFloat16, DataFormat::kNHWC);
   ASSERT_FALSE(testing::plan_for(p, amx).position_vectors);
-  Operands ref = make_operands(p, 51);
-  run_reference(p, ref.ptrs());
-  Operands got = make_operands(p, 51);
-  got.x.fill(std::numeric_limits<double>::quiet_NaN());
-  const LoopNest nest = lower_and_schedule(p, amx);
-  ASSERT_TRUE(interpret(nest, got.ptrs(), ParallelFor(threaded_for)).is_ok());
-  EXPECT_TRUE(convjit::testing::all_close(
-      got.x.view(), ref.x.view(),
-      convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))))
-      << print(nest);
+  expect_input_gradient_matches(p, lower_and_schedule(p, amx), 51);
 }
 
 // Input gradients whose packed filter outgrows L2 (a core with 32 KiB of it) walk each
@@ -333,17 +338,9 @@ TEST(IrChannelBlocks, AroundEachThreadsImagesMatchTheReference) {
       SCOPED_TRACE(fmt::format("{} {}x{} filter", dtype_name(dtype), g.kh, g.kw));
       const CpuPlan plan = testing::plan_for(p, small_l2);
       ASSERT_TRUE(plan.channel_blocks_around_batch) << plan.describe();
-      Operands ref = make_operands(p, seed);
-      run_reference(p, ref.ptrs());
-      Operands got = make_operands(p, seed);
-      got.x.fill(std::numeric_limits<double>::quiet_NaN());
       const LoopNest nest = lower_and_schedule(p, small_l2);
       EXPECT_TRUE(nest.derived.contains("channel_blocks_around_batch")) << nest.schedule_summary;
-      ASSERT_TRUE(interpret(nest, got.ptrs(), ParallelFor(threaded_for)).is_ok());
-      EXPECT_TRUE(convjit::testing::all_close(
-          got.x.view(), ref.x.view(),
-          convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))))
-          << print(nest);
+      expect_input_gradient_matches(p, nest, seed);
       ++seed;
     }
   }
@@ -377,15 +374,7 @@ TEST(IrPackingBands, ThreadsSplitBandsOfWholeLinesAndTheRestMatchesTheReference)
         EXPECT_EQ(l->trip_count(), 2) << text;
       }
       EXPECT_GE(bands, 1) << text;
-      Operands ref = make_operands(p, seed);
-      run_reference(p, ref.ptrs());
-      Operands got = make_operands(p, seed);
-      got.x.fill(std::numeric_limits<double>::quiet_NaN());
-      ASSERT_TRUE(interpret(nest, got.ptrs(), ParallelFor(threaded_for)).is_ok());
-      EXPECT_TRUE(convjit::testing::all_close(
-          got.x.view(), ref.x.view(),
-          convjit::testing::tolerance(p.dtype, convjit::testing::reduction_length(p))))
-          << text;
+      expect_input_gradient_matches(p, nest, seed);
       EXPECT_EQ(
           print(lower_and_schedule(p, testing::avx512_bf16_target(false, 1))).find("packing bands"),
           std::string::npos);

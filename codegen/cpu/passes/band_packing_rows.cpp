@@ -70,10 +70,7 @@ std::int64_t rows_per_band(std::int64_t rows, int threads) {
 
 LoopNest band_packing_rows(LoopNest nest, const CpuPlan& plan) {
   if (!plan.pack_filter || plan.threads <= 1) return nest;
-  int wp = -1;
-  for (std::size_t b = 0; b < nest.buffers.size(); ++b) {
-    if (nest.buffers[b].role == BufferRole::kPackedFilter) wp = static_cast<int>(b);
-  }
+  const int wp = nest.buffer_of_role(BufferRole::kPackedFilter);
   if (wp < 0) return nest;
   std::vector<Stmt> body;
   for (Stmt& s : nest.body) {
