@@ -251,13 +251,17 @@ void Emitter::emit_tile(const ir::Tile& t) {
         }
         return {0, 0};
       };
-      const auto [a_first, a_bytes] = next_block_bytes(a);
-      const auto [b_first, b_bytes] = next_block_bytes(b);
+      // Pairs, not structured bindings: k_step captures them, and clang before 16 refuses to
+      // capture a structured binding.
+      const std::pair<std::int64_t, std::int64_t> a_span = next_block_bytes(a);
+      const std::pair<std::int64_t, std::int64_t> b_span = next_block_bytes(b);
       auto k_step = [&](std::int64_t u) {
         emit_next_rows_prefetch(t, a, rsi, cur.da, r0, nrg, cur, u);
         emit_next_rows_prefetch(t, b, rdi, cur.db, r0, nrg, cur, u);
-        emit_next_block_prefetch(a, t.prefetch_next_block_a, rsi, cur.da, u, a_first, a_bytes);
-        emit_next_block_prefetch(b, t.prefetch_next_block_b, rdi, cur.db, u, b_first, b_bytes);
+        emit_next_block_prefetch(a, t.prefetch_next_block_a, rsi, cur.da, u, a_span.first,
+                                 a_span.second);
+        emit_next_block_prefetch(b, t.prefetch_next_block_b, rdi, cur.db, u, b_span.first,
+                                 b_span.second);
         Label skip;
         bool any_guard = false;
         for (const ir::Guard& g : t.guards) {
