@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <xxhash.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -119,13 +120,16 @@ void print_help(std::ostream& out) {
       descriptor_flags += fmt::format("  --{} {}\n", spec.name, spec.metavar);
     }
   }
+  descriptor_flags +=
+      "  --threads N (CPU targets: the threads the kernel is planned for, default 1)\n";
   fmt::print(
       out,
       "usage: convjit compile --target NAME [descriptor flags] [flags]\n"
       "\n"
       "Compiles one op for a named target without running it (no GPU needed for a CUDA\n"
       "architecture) and prints the kernel's name, compile time, registers per thread,\n"
-      "spill bytes and shared memory (CUDA) or code size (CPU).\n"
+      "spill bytes and shared memory (CUDA) or code size and digest (CPU: two builds that\n"
+      "print the same digest generate the same machine code).\n"
       "\n"
       "flags:\n{}\n"
       "descriptor flags (as for convjit run):\n{}"
@@ -232,36 +236,44 @@ cpu::CpuInfo cpu_target(cpu::Isa isa) {
 }
 
 int compile_cpu(const OpDescriptor& desc, const ConvProblem& problem, const CompileFlags& f,
-                std::ostream& out, std::ostream& err) {
+                int threads, std::ostream& out, std::ostream& err) {
   const cpu::Isa isa = f.target == "avx512" ? cpu::Isa::kAvx512 : cpu::Isa::kAvx2;
   const cpu::CpuInfo target = cpu_target(isa);
   const std::unique_ptr<codegen::Backend> backend = codegen::make_x86_backend(target);
+  codegen::PlanOptions options;
+  options.num_threads = threads;
   const auto start = std::chrono::steady_clock::now();
   Expected<std::unique_ptr<codegen::CompiledCode>> code =
-      codegen::compile(*backend, problem, codegen::PlanOptions{});
+      codegen::compile(*backend, problem, options);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!code) {
     fmt::print(err, "convjit compile: {}\n", code.status().to_string());
     return kExitFailure;
   }
+  // The code's digest, so that two builds can be compared kernel by kernel (the code holds no
+  // absolute address: constants are read relative to the instruction pointer).
+  const std::span<const std::uint8_t> bytes = (*code)->code_bytes();
+  const std::string digest = fmt::format("{:016x}", XXH3_64bits(bytes.data(), bytes.size()));
   if (f.json) {
     fmt::print(out, "{}\n",
                Json{{"descriptor", to_text(desc)},
                     {"target", target.name()},
+                    {"threads", threads},
                     {"kernel", (*code)->name()},
                     {"compile_ms", ms},
-                    {"code_bytes", (*code)->code_bytes().size()},
+                    {"code_bytes", bytes.size()},
+                    {"code_xxh3", digest},
                     {"scratch_bytes", (*code)->scratch_bytes()}}
                    .dump(2));
     return kExitOk;
   }
   fmt::print(out, "descriptor  {}\n", to_text(desc));
-  fmt::print(out, "target      {}\n", target.name());
+  fmt::print(out, "target      {}, {} thread{}\n", target.name(), threads, threads == 1 ? "" : "s");
   fmt::print(out, "kernel      {}\n", (*code)->name());
   fmt::print(out, "compile     {}\n", format_ms(ms));
-  fmt::print(out, "code        {} bytes, scratch {} bytes per run\n", (*code)->code_bytes().size(),
-             (*code)->scratch_bytes());
+  fmt::print(out, "code        {} bytes (xxh3 {}), scratch {} bytes per run\n", bytes.size(),
+             digest, (*code)->scratch_bytes());
   return kExitOk;
 }
 #endif
@@ -275,6 +287,16 @@ int compile_checked(std::span<const std::string_view> args, std::ostream& out, s
     return kExitOk;
   }
   if (f.target.empty()) throw UsageError("--target is required (e.g. sm_80, sm_90a, avx2)");
+  // The flags of `convjit run` that only a run reads: refused, not silently ignored.
+  for (const std::string_view word : rest) {
+    for (const std::string_view run_only :
+         {"--repeats", "--device", "--backend", "--seed", "--tolerance"}) {
+      if (word == run_only || (word.starts_with(run_only) && word[run_only.size()] == '=')) {
+        throw UsageError(
+            fmt::format("{} is a flag of convjit run; convjit compile runs nothing", run_only));
+      }
+    }
+  }
   const RunOptions run_options = parse_run_options(rest);
   if (run_options.input_path || run_options.filter_path || run_options.out_backprop_path ||
       run_options.output_path || run_options.check) {
@@ -289,12 +311,14 @@ int compile_checked(std::span<const std::string_view> args, std::ostream& out, s
   if (f.target == "avx2" || f.target == "avx512") {
 #ifdef CONVJIT_COMPILE_X86
     if (!f.forced.empty()) throw UsageError("--plan applies to CUDA targets");
-    return compile_cpu(desc, *problem, f, out, err);
+    return compile_cpu(desc, *problem, f, std::max(run_options.threads, 1), out, err);
 #else
     fmt::print(err, "convjit compile: this build has no x86 backend\n");
     return kExitFailure;
 #endif
   }
+  if (run_options.threads > 0)
+    throw UsageError("--threads applies to the CPU targets (avx2, avx512)");
 #ifdef CONVJIT_HAVE_CUDA
   return compile_cuda(desc, *problem, f, out, err);
 #else

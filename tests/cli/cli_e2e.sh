@@ -177,6 +177,30 @@ case "$case_name" in
     expect_err "algo=mma needs"
     run_expect 2 compile --op Conv2D --input-sizes 1,8,8,4 --filter-sizes 3,3,4,4 --padding SAME
     expect_err "--target is required"
+    run_expect 2 compile --target sm_80 --op Conv2D --input-sizes 1,8,8,4 --filter-sizes 3,3,4,4 \
+      --padding SAME --threads 2
+    expect_err "--threads applies to the CPU targets"
+    ;;
+  cpu_compile)
+    # Compile for an x86 target without running: the kernel of the thread count asked for, and
+    # a digest of its code that is the same from one process to the next.
+    filter_gradient=(--op Conv2DBackpropFilter --input-sizes 8,7,7,256 --filter-sizes 1,1,256,128
+                     --padding VALID)
+    run_expect 0 compile --target avx512 "${filter_gradient[@]}" --threads 2
+    expect_out ", 2 threads"; expect_out "kernel      x86_avx512_f32_bwd_filter"; expect_out "par="
+    first_digest=$(grep -o 'xxh3 [0-9a-f]\{16\}' "$work/out.txt") || fail "no code digest"
+    run_expect 0 compile --target avx512 "${filter_gradient[@]}" --threads 2
+    expect_out "$first_digest"
+    run_expect 0 compile --target avx2 "${filter_gradient[@]}" --json
+    expect_out '"threads": 1'; expect_out '"code_xxh3": "'; expect_out '"kernel": "x86_avx2_f32_bwd_filter'
+    if grep -q "par=" "$work/out.txt"; then fail "a one-thread kernel has a parallel loop"; fi
+    # Flags only a run reads are refused, not ignored.
+    run_expect 2 compile --target avx2 "${filter_gradient[@]}" --repeats 3
+    expect_err "--repeats is a flag of convjit run"
+    run_expect 2 compile --target avx2 "${filter_gradient[@]}" --seed=4
+    expect_err "--seed is a flag of convjit run"
+    run_expect 2 compile --target avx2 "${filter_gradient[@]}" --threads 0
+    expect_err "--threads must be between 1 and 4096"
     ;;
   cuda_no_device)
     # Without a GPU, device cuda is a clear error, never a crash (skipped where a GPU exists).
