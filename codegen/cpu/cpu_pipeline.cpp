@@ -89,14 +89,18 @@ std::vector<NamedPass<CpuPlan>> cpu_passes(const CpuPlan& plan) {
       "block_reduction", &block_reduction);
   add(true, "merge_equal_parts", &transform<&merge_equal_parts>);
   // Threads: per-image copies in per-thread slots, streamed output stores (once the tiles and
-  // the buffers they write are final), the split of the work, and last the 16-bit filter
-  // gradient's per-thread batch copies (they follow the batch loops the split made).
+  // the buffers they write are final), the next row groups' prefetches, the split of the work,
+  // the filter gradient's per-thread batch copies (they follow the batch loops the split
+  // made), and the next blocks' prefetches once each tile's operands are final (a tile that
+  // reads a copy leaves its source to the copy).
   add(plan.privatize_batch_copies, "privatize_batch_copies", &privatize_batch_copies);
   add(plan.stream_output, "stream_output_stores", &stream_output_stores);
   add(plan.prefetch_streamed_rows, "prefetch_streamed_rows", &prefetch_streamed_rows);
   add(plan.pack_filter && plan.threads > 1, "band_packing_rows", &band_packing_rows);
   add(true, "parallelize", &parallelize);
   add(plan.batch_copies != BatchCopies::kNone, "copy_batch_operands", &copy_batch_operands);
+  add(plan.prefetch_streamed_rows && plan.problem.direction == ConvDirection::kBackpropFilter,
+      "prefetch_next_blocks", &prefetch_next_blocks);
   add(sliced, "spread_output_slices", &spread_output_slices);
   return passes;
 }

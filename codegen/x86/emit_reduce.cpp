@@ -143,7 +143,7 @@ void Emitter::emit_next_rows_prefetch(const ir::Tile& t, const AccessInfo& x, co
   }
 }
 
-// Tiles marked with a next block (prefetch_streamed_rows says why): at reduction point `u` of
+// Tiles marked with a next block (prefetch_next_blocks says why): at reduction point `u` of
 // the unrolled body, a prefetch per line of the `bytes` bytes from `first_byte` that operand
 // x (at ptr_reg) reads at the same point of the next block, `distance` elements further. (A
 // broadcast's rows that cross into a second line leave that line to the tile whose rows

@@ -198,7 +198,7 @@ struct Tile {
   // elements to the same point of the next block of points the nest will reduce (the next
   // row chunk, the next image); the backend prefetches, at every point, the lines the tile
   // reads there (a broadcast's line, or the columns' lines). Zero: none. Set by
-  // prefetch_streamed_rows where the operand streams from beyond the core's L2.
+  // prefetch_next_blocks where the operand streams from beyond the core's L2.
   std::int64_t prefetch_next_block_a = 0;
   std::int64_t prefetch_next_block_b = 0;
   Access a2;  // used only when paired

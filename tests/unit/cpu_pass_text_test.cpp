@@ -770,11 +770,78 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                                       "parallelize"}));
   ConvProblem filter = nchw_backprop_filter();
   filter.n = 2;
-  EXPECT_EQ(
-      seen_for(filter, avx2_target(1 << 20)),
-      (std::vector<std::string>{"lower", "stride_residue_split", "border_peel",
-                                "channels_last_out_backprop", "register_tile", "block_reduction",
-                                "merge_equal_parts", "prefetch_streamed_rows", "parallelize"}));
+  EXPECT_EQ(seen_for(filter, avx2_target(1 << 20)),
+            (std::vector<std::string>{
+                "lower", "stride_residue_split", "border_peel", "channels_last_out_backprop",
+                "register_tile", "block_reduction", "merge_equal_parts", "prefetch_streamed_rows",
+                "parallelize", "prefetch_next_blocks"}));
+}
+
+}  // namespace
+}  // namespace convjit::cpu
+
+namespace convjit::cpu {
+namespace {
+
+using namespace ir;
+
+ConvProblem filter_gradient_1x1(std::int64_t n, std::int64_t hw, std::int64_t ic, std::int64_t oc) {
+  ConvProblem p;
+  p.direction = ConvDirection::kBackpropFilter;
+  p.n = n;
+  p.ih = p.iw = p.oh = p.ow = hw;
+  p.ic = p.filter_in = ic;
+  p.oc = oc;
+  p.kh = p.kw = 1;
+  return p;
+}
+
+bool reads_scratch(const LoopNest& nest, const Access& x) {
+  return nest.buffers[static_cast<std::size_t>(x.buffer)].kind == BufferKind::kScratch;
+}
+
+// prefetch_next_blocks runs on the final operands: a tile that broadcasts from a copy of x
+// (AVX2's padded-pixel copy of 256 channels) prefetches none of it (the copy's loop reads x),
+// and prefetches dy, which it streams from beyond L2, one row chunk ahead.
+TEST(IrPassText, FilterGradientTilesPrefetchWhatTheyStreamNotTheirCopies) {
+  const ConvProblem p = filter_gradient_1x1(8, 56, 256, 64);
+  const LoopNest nest = lower_and_schedule(p, avx2_target(1 << 20));
+  int copied_broadcasts = 0;
+  for_each_tile(const_cast<LoopNest&>(nest).body, {}, [&](Tile& t, const VarRanges&) {
+    if (!reads_scratch(nest, t.a) || reads_scratch(nest, t.b)) return;
+    ++copied_broadcasts;
+    EXPECT_EQ(t.prefetch_next_block_a, 0);
+    // dy's pixels are 64 floats apart; its next block a whole number of them further.
+    EXPECT_GT(t.prefetch_next_block_b, 0);
+    EXPECT_EQ(t.prefetch_next_block_b % 64, 0);
+  });
+  EXPECT_GT(copied_broadcasts, 0) << print(nest);
+}
+
+// A prefetch distance never comes from a parallel loop: its next iteration is another thread's
+// block. Two images on two threads (one each), 3x3 taps over 256x256x64 images: every tile's
+// distance stays inside its own image.
+TEST(IrPassText, FilterGradientPrefetchesStayOnTheirThread) {
+  ConvProblem p = filter_gradient_1x1(2, 256, 64, 64);
+  p.kh = p.kw = 3;
+  p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 1;
+  TestTarget t = avx2_target(1 << 20);
+  t.num_threads = 2;
+  LoopNest nest = lower_and_schedule(p, t);
+  const std::int64_t image = 256 * 256 * 64;
+  bool parallel = false;
+  for (const Stmt& s : nest.body) {
+    const auto* l = std::get_if<Loop>(&s.node);
+    parallel = parallel || (l != nullptr && l->kind == LoopKind::kParallel);
+  }
+  ASSERT_TRUE(parallel) << print(nest);
+  int prefetching = 0;
+  for_each_tile(nest.body, {}, [&](Tile& tile, const VarRanges&) {
+    prefetching += tile.prefetch_next_block_a != 0 || tile.prefetch_next_block_b != 0;
+    EXPECT_LT(std::llabs(tile.prefetch_next_block_a), image);
+    EXPECT_LT(std::llabs(tile.prefetch_next_block_b), image);
+  });
+  EXPECT_GT(prefetching, 0) << print(nest);
 }
 
 }  // namespace

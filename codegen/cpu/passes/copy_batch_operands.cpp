@@ -1244,23 +1244,6 @@ class BatchOperandCopies {
 
 }  // namespace
 
-namespace {
-
-// An operand that a tile reads from a copy no longer streams the tensor its prefetch distance
-// was made for (prefetch_streamed_rows): the copy's loop reads that.
-LoopNest without_copied_prefetches(LoopNest nest) {
-  auto copied = [&](const Access& x) {
-    return nest.buffers[static_cast<std::size_t>(x.buffer)].kind == BufferKind::kScratch;
-  };
-  for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
-    if (copied(t.a)) t.prefetch_next_block_a = 0;
-    if (copied(t.b)) t.prefetch_next_block_b = 0;
-  });
-  return nest;
-}
-
-}  // namespace
-
 LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
   if (plan.batch_copies == BatchCopies::kNone) return nest;
   // Unpadded copies walk each image of x and dy as one run (an output slice's copies would
@@ -1277,7 +1260,7 @@ LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
     if (pairs.run(paired.body, nullptr) > 0 && pairs.real_pairs() > 0) {
       if (pairs.y_padding() > 0) paired.derived["out_backprop_pair_padding"] = pairs.y_padding();
       if (pairs.only_row_pairs()) paired.derived["row_chunk_pairs"] = 1;
-      return without_copied_prefetches(std::move(paired));
+      return paired;
     }
     // No pair to form (one image per thread or batch loop, an odd unblocked count): the
     // unpaired tiles widen their bf16 operands like a CPU without the dot product, so they
@@ -1289,7 +1272,7 @@ LoopNest copy_batch_operands(LoopNest nest, const CpuPlan& plan) {
       copies.run(widened.body, nullptr) == 0) {
     return nest;
   }
-  return without_copied_prefetches(std::move(widened));
+  return widened;
 }
 
 }  // namespace convjit::cpu

@@ -118,6 +118,11 @@ ir::LoopNest stream_output_stores(ir::LoopNest nest, const CpuPlan& plan);
 /// outgrows the core's L2 to prefetch their next row group's lines.
 ir::LoopNest prefetch_streamed_rows(ir::LoopNest nest, const CpuPlan& plan);
 
+/// Filter gradients: marks the tiles that take a new line of a tensor beyond L2 per reduction
+/// point to prefetch, at every point, the lines of the same point of their next block of pixels.
+/// Runs on the final nest (after copy_batch_operands): copies are not marked.
+ir::LoopNest prefetch_next_blocks(ir::LoopNest nest, const CpuPlan& plan);
+
 /// Backprop data with a packed filter on more than one thread: each packing copy as bands of 16
 /// rows (output channels) outermost, every channel block and tap inside a band, so threads split
 /// equal bands and each band transposes whole 64-byte lines of W.

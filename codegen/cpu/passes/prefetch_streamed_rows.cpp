@@ -14,20 +14,7 @@
 // up-convolution, 6 rows of 1024 channels, AVX2 code: 0.76x). The current and next groups'
 // lines may take half of each set they map to.
 //
-// A filter gradient's tile reads both operands the other way round: x's channels (one
-// broadcast per row) and dy's (the columns' vectors) each lie in a line or a few, and each
-// reduction point (pixel) is new lines, so the tiles of a block of pixels (a row chunk) sweep
-// that block's lines once for every few rows or column groups of channels. The first sweep of
-// a block misses on each line, in a stride (1 KiB at 256 channels) the prefetchers do not run
-// ahead of: ResNet-50's 56x56 1x1 layers' filter gradients ran at 69-75% of the FMA peak.
-// Where an operand taking a line per point outgrows L2, each tile prefetches, at every point,
-// the lines it reads at the same point of the next block (the nearest enclosing loop whose
-// next iteration moves past every point the tile's reduction reads), so a block's lines are
-// in the caches when its sweeps begin. Both operands' prefetches together measured best
-// (x's alone left r50_l1_1x1_64_256, whose dy takes 1 KiB a pixel, at 76%; dy's alone lost
-// 2-5% against both).
-#include <algorithm>
-#include <cstdlib>
+// A filter gradient's tiles prefetch their next block of pixels instead (prefetch_next_blocks).
 #include <numeric>
 
 #include "codegen/cpu/passes/passes.hpp"
@@ -36,61 +23,6 @@
 namespace convjit::cpu {
 
 using namespace ir;
-
-namespace {
-
-// The element distance to the same point of the next block for operand `x` of tile `t`
-// inside `loops` (outer first), or 0 where x does not take a line per reduction point from
-// beyond L2, or no enclosing loop moves past the points it reads.
-std::int64_t next_block_distance(const LoopNest& nest, const Tile& t, const Access& x,
-                                 const std::vector<const Loop*>& loops, const CpuPlan& plan) {
-  Affine offset;
-  if (t.paired || t.reduce.empty() || !flatten_access(nest, x, &offset)) return 0;
-  const Buffer& buf = nest.buffers[static_cast<std::size_t>(x.buffer)];
-  const std::int64_t eb = dtype_size(buf.dtype);
-  const ReduceLoop& inner = t.reduce.back();
-  const std::int64_t point_bytes = std::llabs(offset.coef_of(inner.var) * inner.step) * eb;
-  if (buf.kind == BufferKind::kScratch || point_bytes < CpuInfo::kCacheLineBytes ||
-      buf.elements() * eb <= plan.cpu.l2_bytes) {
-    return 0;
-  }
-  // The elements between the first and last points the reduction reads.
-  std::int64_t span = 0;
-  for (const ReduceLoop& r : t.reduce) {
-    const std::int64_t trip = r.end > r.begin ? (r.end - r.begin + r.step - 1) / r.step : 0;
-    span += std::llabs(offset.coef_of(r.var) * r.step) * std::max<std::int64_t>(trip - 1, 0);
-  }
-  for (auto l = loops.rbegin(); l != loops.rend(); ++l) {
-    const std::int64_t distance = offset.coef_of((*l)->var) * (*l)->step;
-    if ((*l)->trip_count() < 2 || std::llabs(distance) <= span) continue;
-    return std::llabs(distance) * eb <= INT32_MAX / 2 ? distance : 0;
-  }
-  return 0;
-}
-
-void mark_next_blocks(const LoopNest& nest, std::vector<Stmt>& body,
-                      std::vector<const Loop*>& loops, const CpuPlan& plan) {
-  for (Stmt& s : body) {
-    if (auto* l = std::get_if<Loop>(&s.node)) {
-      loops.push_back(l);
-      mark_next_blocks(nest, l->body, loops, plan);
-      loops.pop_back();
-    } else if (auto* t = std::get_if<Tile>(&s.node)) {
-      // Outer-product tiles (a's rows broadcast, b's columns vectors) whose broadcast streams:
-      // depthwise tiles (vectors on both sides) and a 3-channel stem's (b alone a line per
-      // pixel) measured 5-30% slower prefetching.
-      Affine a_offset;
-      const bool outer_product =
-          flatten_access(nest, t->a, &a_offset) && a_offset.coef_of(t->col_var) == 0;
-      t->prefetch_next_block_a =
-          outer_product ? next_block_distance(nest, *t, t->a, loops, plan) : 0;
-      t->prefetch_next_block_b =
-          t->prefetch_next_block_a != 0 ? next_block_distance(nest, *t, t->b, loops, plan) : 0;
-    }
-  }
-}
-
-}  // namespace
 
 LoopNest prefetch_streamed_rows(LoopNest nest, const CpuPlan& plan) {
   if (!plan.prefetch_streamed_rows) return nest;
@@ -112,10 +44,6 @@ LoopNest prefetch_streamed_rows(LoopNest nest, const CpuPlan& plan) {
   for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
     t.prefetch_next_rows = t.rows > 1 && (streamed_rows(t, t.a) || streamed_rows(t, t.b));
   });
-  if (nest.problem.direction == ConvDirection::kBackpropFilter) {
-    std::vector<const Loop*> loops;
-    mark_next_blocks(nest, nest.body, loops, plan);
-  }
   return nest;
 }
 
