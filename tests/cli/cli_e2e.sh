@@ -184,7 +184,7 @@ case "$case_name" in
   cpu_compile)
     # Compile for an x86 target without running: the kernel of the thread count asked for, and
     # a digest of its code that is the same from one process to the next.
-    filter_gradient=(--op Conv2DBackpropFilter --input-sizes 8,7,7,256 --filter-sizes 1,1,256,128
+    filter_gradient=(--op Conv2DBackpropFilter --input-sizes 8,14,14,256 --filter-sizes 1,1,256,256
                      --padding VALID)
     run_expect 0 compile --target avx512 "${filter_gradient[@]}" --threads 2
     expect_out ", 2 threads"; expect_out "kernel      x86_avx512_f32_bwd_filter"; expect_out "par="
