@@ -777,14 +777,6 @@ TEST(IrPassText, PipelineReportsEveryPassInOrder) {
                 "parallelize", "prefetch_next_blocks"}));
 }
 
-}  // namespace
-}  // namespace convjit::cpu
-
-namespace convjit::cpu {
-namespace {
-
-using namespace ir;
-
 ConvProblem filter_gradient_1x1(std::int64_t n, std::int64_t hw, std::int64_t ic, std::int64_t oc) {
   ConvProblem p;
   p.direction = ConvDirection::kBackpropFilter;
@@ -805,9 +797,9 @@ bool reads_scratch(const LoopNest& nest, const Access& x) {
 // and prefetches dy, which it streams from beyond L2, one row chunk ahead.
 TEST(IrPassText, FilterGradientTilesPrefetchWhatTheyStreamNotTheirCopies) {
   const ConvProblem p = filter_gradient_1x1(8, 56, 256, 64);
-  const LoopNest nest = lower_and_schedule(p, avx2_target(1 << 20));
+  LoopNest nest = lower_and_schedule(p, avx2_target(1 << 20));
   int copied_broadcasts = 0;
-  for_each_tile(const_cast<LoopNest&>(nest).body, {}, [&](Tile& t, const VarRanges&) {
+  for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
     if (!reads_scratch(nest, t.a) || reads_scratch(nest, t.b)) return;
     ++copied_broadcasts;
     EXPECT_EQ(t.prefetch_next_block_a, 0);

@@ -17,6 +17,7 @@
 // next iteration is another thread's block.
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "codegen/cpu/passes/passes.hpp"
 #include "ir/transforms/nest_util.hpp"
@@ -27,41 +28,44 @@ using namespace ir;
 
 namespace {
 
-// Whether tile `t` reads operand `x` a line or more further at each point of its innermost
-// reduction loop (so each point is new lines).
-bool takes_a_line_per_point(const LoopNest& nest, const Tile& t, const Access& x) {
-  Affine offset;
-  if (t.paired || t.reduce.empty() || !flatten_access(nest, x, &offset)) return false;
-  const std::int64_t eb = dtype_size(nest.buffers[static_cast<std::size_t>(x.buffer)].dtype);
-  const ReduceLoop& inner = t.reduce.back();
-  return std::llabs(offset.coef_of(inner.var) * inner.step) * eb >= CpuInfo::kCacheLineBytes;
-}
-
-// Whether the op's tensor of `kind` (x or dy; not a copy of it) outgrows the core's L2.
-bool beyond_l2(const LoopNest& nest, BufferKind kind, const CpuPlan& plan) {
-  const int b = nest.buffer_of_kind(kind);
-  if (b < 0) return false;
-  const Buffer& buf = nest.buffers[static_cast<std::size_t>(b)];
+// Whether a buffer outgrows the core's L2.
+bool beyond_l2(const Buffer& buf, const CpuPlan& plan) {
   return buf.elements() * dtype_size(buf.dtype) > plan.cpu.l2_bytes;
 }
 
-// The element distance to the same point of the next block for operand `x` of tile `t`
-// inside `loops` (outer first), or 0 where x does not take a line per reduction point from a
-// tensor beyond L2 (a scratch copy is the copy loop's to stream), or no enclosing loop moves
-// past the points it reads.
-std::int64_t next_block_distance(const LoopNest& nest, const Tile& t, const Access& x,
-                                 const std::vector<const Loop*>& loops, const CpuPlan& plan) {
+// An operand of a tile that reads it a line or more further at each point of its innermost
+// reduction loop (so each point is new lines): its buffer and flat element offset.
+struct LinePerPoint {
+  const Buffer* buffer = nullptr;
   Affine offset;
-  if (!takes_a_line_per_point(nest, t, x) || !flatten_access(nest, x, &offset)) return 0;
-  const Buffer& buf = nest.buffers[static_cast<std::size_t>(x.buffer)];
-  const std::int64_t eb = dtype_size(buf.dtype);
-  if (buf.kind == BufferKind::kScratch || buf.elements() * eb <= plan.cpu.l2_bytes) return 0;
+};
+
+std::optional<LinePerPoint> line_per_point(const LoopNest& nest, const Tile& t, const Access& x) {
+  LinePerPoint op;
+  if (t.paired || t.reduce.empty() || !flatten_access(nest, x, &op.offset)) return std::nullopt;
+  op.buffer = &nest.buffers[static_cast<std::size_t>(x.buffer)];
+  const ReduceLoop& inner = t.reduce.back();
+  const std::int64_t point_bytes =
+      std::llabs(op.offset.coef_of(inner.var) * inner.step) * dtype_size(op.buffer->dtype);
+  if (point_bytes < CpuInfo::kCacheLineBytes) return std::nullopt;
+  return op;
+}
+
+// The element distance to the same point of the next block for an operand of tile `t` inside
+// `loops` (outer first) that takes a line per point, or 0 where it is not a tensor beyond L2
+// (a scratch copy is the copy loop's to stream) or no enclosing loop moves past the points it
+// reads.
+std::int64_t next_block_distance(const Tile& t, const std::optional<LinePerPoint>& x,
+                                 const std::vector<const Loop*>& loops, const CpuPlan& plan) {
+  if (!x || x->buffer->kind == BufferKind::kScratch || !beyond_l2(*x->buffer, plan)) return 0;
+  const Affine& offset = x->offset;
   // The elements between the first and last points the reduction reads.
   std::int64_t span = 0;
   for (const ReduceLoop& r : t.reduce) {
     const std::int64_t trip = r.end > r.begin ? (r.end - r.begin + r.step - 1) / r.step : 0;
     span += std::llabs(offset.coef_of(r.var) * r.step) * std::max<std::int64_t>(trip - 1, 0);
   }
+  const std::int64_t eb = dtype_size(x->buffer->dtype);
   for (auto l = loops.rbegin(); l != loops.rend(); ++l) {
     const std::int64_t distance = offset.coef_of((*l)->var) * (*l)->step;
     if ((*l)->kind == LoopKind::kParallel) break;  // its next iteration is another thread's
@@ -71,12 +75,13 @@ std::int64_t next_block_distance(const LoopNest& nest, const Tile& t, const Acce
   return 0;
 }
 
+// `x_beyond_l2`: whether the op's x tensor (not a copy of it) outgrows L2.
 void mark_next_blocks(const LoopNest& nest, std::vector<Stmt>& body,
-                      std::vector<const Loop*>& loops, const CpuPlan& plan) {
+                      std::vector<const Loop*>& loops, bool x_beyond_l2, const CpuPlan& plan) {
   for (Stmt& s : body) {
     if (auto* l = std::get_if<Loop>(&s.node)) {
       loops.push_back(l);
-      mark_next_blocks(nest, l->body, loops, plan);
+      mark_next_blocks(nest, l->body, loops, x_beyond_l2, plan);
       loops.pop_back();
     } else if (auto* t = std::get_if<Tile>(&s.node)) {
       // Outer-product tiles (a's rows broadcast, b's columns vectors) whose broadcast takes
@@ -84,18 +89,14 @@ void mark_next_blocks(const LoopNest& nest, std::vector<Stmt>& body,
       // 3-channel stem's (b alone a line per pixel) measured 5-30% slower prefetching. Where
       // a reads a copy of an x beyond L2, b alone prefetches (AVX2's r3x32 tiles of 256 -> 64
       // channels on 56x56 images, x copied with padded pixels, dy streamed).
-      Affine a_offset;
-      const bool outer_product =
-          flatten_access(nest, t->a, &a_offset) && a_offset.coef_of(t->col_var) == 0;
-      const bool broadcast_takes_lines = outer_product && takes_a_line_per_point(nest, *t, t->a);
+      const std::optional<LinePerPoint> a = line_per_point(nest, *t, t->a);
+      const bool broadcast = a && a->offset.coef_of(t->col_var) == 0;
       const bool broadcast_copied =
-          nest.buffers[static_cast<std::size_t>(t->a.buffer)].kind == BufferKind::kScratch &&
-          beyond_l2(nest, BufferKind::kX, plan);
-      t->prefetch_next_block_a =
-          broadcast_takes_lines ? next_block_distance(nest, *t, t->a, loops, plan) : 0;
+          broadcast && a->buffer->kind == BufferKind::kScratch && x_beyond_l2;
+      t->prefetch_next_block_a = broadcast ? next_block_distance(*t, a, loops, plan) : 0;
       t->prefetch_next_block_b =
-          t->prefetch_next_block_a != 0 || (broadcast_takes_lines && broadcast_copied)
-              ? next_block_distance(nest, *t, t->b, loops, plan)
+          t->prefetch_next_block_a != 0 || broadcast_copied
+              ? next_block_distance(*t, line_per_point(nest, *t, t->b), loops, plan)
               : 0;
     }
   }
@@ -107,8 +108,10 @@ LoopNest prefetch_next_blocks(LoopNest nest, const CpuPlan& plan) {
   if (!plan.prefetch_streamed_rows || nest.problem.direction != ConvDirection::kBackpropFilter) {
     return nest;
   }
+  const int x = nest.buffer_of_kind(BufferKind::kX);
+  const bool x_beyond_l2 = x >= 0 && beyond_l2(nest.buffers[static_cast<std::size_t>(x)], plan);
   std::vector<const Loop*> loops;
-  mark_next_blocks(nest, nest.body, loops, plan);
+  mark_next_blocks(nest, nest.body, loops, x_beyond_l2, plan);
   return nest;
 }
 
