@@ -196,9 +196,11 @@ struct Tile {
   bool prefetch_next_rows = false;
   // Per operand (a, b) that takes a new line per reduction point: the distance in its
   // elements to the same point of the next block of points the nest will reduce (the next
-  // row chunk, the next image); the backend prefetches, at every point, the lines the tile
-  // reads there (a broadcast's line, or the columns' lines). Zero: none. Set by
-  // prefetch_next_blocks where the operand streams from beyond the core's L2.
+  // row chunk, the next image), or, where the tile reduces over every point, to the same
+  // point's lines the following tiles read next (its next channels); the backend prefetches,
+  // at every point, the lines the tile reads there (a broadcast's line, or the columns'
+  // lines). Zero: none. Set by prefetch_next_blocks where the operand streams from beyond the
+  // core's L2.
   std::int64_t prefetch_next_block_a = 0;
   std::int64_t prefetch_next_block_b = 0;
   Access a2;  // used only when paired

@@ -27,6 +27,7 @@ using convjit::testing::strided_backprop_data;
 using testing::generic_target;
 using testing::lower_and_schedule;
 using testing::run;
+using testing::avx512_bf16_target;
 using testing::TestTarget;
 
 TEST(IrPassText, PackFilterAndRegisterTile) {
@@ -834,6 +835,43 @@ TEST(IrPassText, FilterGradientPrefetchesStayOnTheirThread) {
     EXPECT_LT(std::llabs(tile.prefetch_next_block_b), image);
   });
   EXPECT_GT(prefetching, 0) << print(nest);
+}
+
+// Where one tile reduces over every pixel (no loop moves past them), the tiles after it read
+// the same pixels' next channels, and x takes a new line of each pixel every few steps of the
+// rows loop. r50's 7x7 2048 -> 512 filter gradient on two Zen 4 cores (x 3.2 MB, beyond its
+// 1 MiB L2; each thread half the input channels, over all 392 pixels): every full tile
+// prefetches the next line of its pixels' x; dy (0.8 MB in f32) stays in L2 and is not
+// prefetched. At 256 input channels x fits L2 and nothing is prefetched.
+TEST(IrPassText, TilesOverEveryPixelPrefetchTheirPixelsNextChannels) {
+  TestTarget zen4 = avx512_bf16_target(/*amx=*/false, /*threads=*/2);
+  zen4.l1_bytes = 32 << 10;
+  zen4.l2_bytes = 1 << 20;
+  zen4.llc_bytes = 32 << 20;
+  zen4.fmas_per_cycle = 1;
+  for (const DType dtype : {DType::kFloat32, DType::kFloat64}) {
+    ConvProblem p = filter_gradient_1x1(8, 7, 2048, 512);
+    p.dtype = dtype;
+    LoopNest nest = lower_and_schedule(p, zen4);
+    const std::int64_t line = CpuInfo::kCacheLineBytes / dtype_size(dtype);
+    int marked = 0, columns_marked = 0;
+    for_each_tile(nest.body, {}, [&](Tile& t, const VarRanges&) {
+      ASSERT_FALSE(reads_scratch(nest, t.a)) << print(nest);
+      EXPECT_TRUE(t.prefetch_next_block_a == 0 || t.prefetch_next_block_a == line) << print(nest);
+      // f64's dy, 1.6 MB, streams too: the next column block's lines of the same pixels.
+      EXPECT_EQ(t.prefetch_next_block_b % line, 0) << print(nest);
+      if (dtype == DType::kFloat32) EXPECT_EQ(t.prefetch_next_block_b, 0) << print(nest);
+      marked += t.prefetch_next_block_a == line;
+      columns_marked += t.prefetch_next_block_b > 0;
+    });
+    EXPECT_GT(marked, 0) << print(nest);
+    if (dtype == DType::kFloat64) EXPECT_GT(columns_marked, 0) << print(nest);
+  }
+  LoopNest fits = lower_and_schedule(filter_gradient_1x1(8, 7, 256, 512), zen4);
+  for_each_tile(fits.body, {}, [&](Tile& t, const VarRanges&) {
+    EXPECT_EQ(t.prefetch_next_block_a, 0) << print(fits);
+    EXPECT_EQ(t.prefetch_next_block_b, 0) << print(fits);
+  });
 }
 
 }  // namespace
