@@ -24,10 +24,10 @@ namespace {
 using namespace ir;
 using convjit::testing::avx2_target;
 using convjit::testing::strided_backprop_data;
+using testing::avx512_bf16_target;
 using testing::generic_target;
 using testing::lower_and_schedule;
 using testing::run;
-using testing::avx512_bf16_target;
 using testing::TestTarget;
 
 TEST(IrPassText, PackFilterAndRegisterTile) {

@@ -80,6 +80,7 @@ std::int64_t next_block_distance(const Tile& t, const std::optional<LinePerPoint
     span += std::llabs(offset.coef_of(r.var) * r.step) * std::max<std::int64_t>(trip - 1, 0);
   }
   const std::int64_t eb = dtype_size(x->buffer->dtype);
+  const std::int64_t line = CpuInfo::kCacheLineBytes / eb;
   const auto within_reach = [&](std::int64_t distance) {
     return std::llabs(distance) * eb <= INT32_MAX / 2 ? distance : 0;
   };
@@ -94,7 +95,6 @@ std::int64_t next_block_distance(const Tile& t, const std::optional<LinePerPoint
       if (repeats) return within_reach(distance);
       blocked = true;
     } else if (repeats && same_points == 0) {
-      const std::int64_t line = CpuInfo::kCacheLineBytes / eb;
       same_points = std::llabs(distance) >= line ? distance : (distance > 0 ? line : -line);
     }
   }
