@@ -268,7 +268,19 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
       dw_in_l2 && !tiles_read_crowded_sets(p, plan) &&
       static_cast<double>(l1_rows * ow) >=
           kReloadShare / kL1ChunkReloadShare * static_cast<double>(wanted);
-  std::int64_t rows = l1_chunk_will_do ? l1_rows : std::max(l1_rows, (wanted + ow - 1) / ow);
+  // A chunk grown past L1 where L2 feeds the tiles (l2_feeds_the_tiles) streams a column
+  // block's lines from L2 under the FMAs: only its reloads weigh, so it takes the points of
+  // kBeyondL2ReloadShare, as where dW is beyond L2. Paired on Zen 4 against the reloads' share
+  // (the eight f32 filter gradients of both suites whose chunks grow, mostly 1x1 layers on
+  // 56x56 and 28x28 images from one row to two or two to four; 6-8 pairs each): two threads
+  // 1.02x in geometric mean (1.01-1.05x, ResNet-50's 14x14 1024 -> 256 in 7 rows, not 4,
+  // 1.01x), one thread 1.01x (0.99-1.02x); their f64 kernels 1.00x (0.98-1.02x).
+  const std::int64_t grown_wanted =
+      l2_feeds_the_tiles(p, plan) && dw_in_l2
+          ? static_cast<std::int64_t>(
+                std::ceil(static_cast<double>(wanted) * kReloadShare / kBeyondL2ReloadShare))
+          : wanted;
+  std::int64_t rows = l1_chunk_will_do ? l1_rows : std::max(l1_rows, (grown_wanted + ow - 1) / ow);
   std::int64_t cap = std::max(l1_rows, grown_chunk_points(p, cpu, tile_cols) / ow);
   if (chunks_capped_by_l2(p, plan) && !dw_in_l2) {
     const std::int64_t l1_cap = cap;
