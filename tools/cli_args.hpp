@@ -24,11 +24,16 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// What a flag of a table shared by several subcommands is for: `convjit compile` takes the
+/// op descriptor's flags of `convjit run`'s table and refuses the ones only a run reads.
+enum class FlagRole : std::uint8_t { kGeneral, kDescriptor, kRunOnly };
+
 /// One accepted flag.
 struct FlagSpec {
   std::string_view name;     // without the leading dashes
   std::string_view metavar;  // empty: a boolean flag that takes no value
   std::string_view help;
+  FlagRole role = FlagRole::kGeneral;
 };
 
 /// The flags given on one command line.

@@ -113,10 +113,7 @@ std::vector<std::string_view> split_flags(std::span<const std::string_view> args
 void print_help(std::ostream& out) {
   std::string descriptor_flags;
   for (const FlagSpec& spec : run_flag_specs()) {
-    const std::string_view n = spec.name;
-    if (n == "op" || n == "desc" || n == "input-sizes" || n == "filter-sizes" || n == "strides" ||
-        n == "padding" || n == "explicit-paddings" || n == "data-format" || n == "dilations" ||
-        n == "dtype") {
+    if (spec.role == FlagRole::kDescriptor) {
       descriptor_flags += fmt::format("  --{} {}\n", spec.name, spec.metavar);
     }
   }
@@ -287,21 +284,20 @@ int compile_checked(std::span<const std::string_view> args, std::ostream& out, s
     return kExitOk;
   }
   if (f.target.empty()) throw UsageError("--target is required (e.g. sm_80, sm_90a, avx2)");
-  // The flags of `convjit run` that only a run reads: refused, not silently ignored.
+  // The flags of `convjit run` that only a run reads (its tensors, checks and timing): refused,
+  // not silently ignored.
   for (const std::string_view word : rest) {
-    for (const std::string_view run_only :
-         {"--repeats", "--device", "--backend", "--seed", "--tolerance"}) {
-      if (word == run_only || (word.starts_with(run_only) && word[run_only.size()] == '=')) {
+    if (!word.starts_with("--")) continue;
+    const std::string_view flag = word.substr(2);
+    const std::string_view name = flag.substr(0, flag.find('='));
+    for (const FlagSpec& spec : run_flag_specs()) {
+      if (spec.role == FlagRole::kRunOnly && name == spec.name) {
         throw UsageError(
-            fmt::format("{} is a flag of convjit run; convjit compile runs nothing", run_only));
+            fmt::format("--{} is a flag of convjit run; convjit compile runs nothing", spec.name));
       }
     }
   }
   const RunOptions run_options = parse_run_options(rest);
-  if (run_options.input_path || run_options.filter_path || run_options.out_backprop_path ||
-      run_options.output_path || run_options.check) {
-    throw UsageError("convjit compile takes no tensors and runs nothing (see convjit run)");
-  }
   const OpDescriptor desc = build_descriptor(run_options, OperandShapes{});
   Expected<ConvProblem> problem = validate(desc);
   if (!problem) {

@@ -199,6 +199,8 @@ case "$case_name" in
     expect_err "--repeats is a flag of convjit run"
     run_expect 2 compile --target avx2 "${filter_gradient[@]}" --seed=4
     expect_err "--seed is a flag of convjit run"
+    run_expect 2 compile --target avx2 "${filter_gradient[@]}" --out-backprop=dy.npy
+    expect_err "--out-backprop is a flag of convjit run"
     run_expect 2 compile --target avx2 "${filter_gradient[@]}" --threads 0
     expect_err "--threads must be between 1 and 4096"
     ;;
