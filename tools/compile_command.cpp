@@ -286,15 +286,11 @@ int compile_checked(std::span<const std::string_view> args, std::ostream& out, s
   if (f.target.empty()) throw UsageError("--target is required (e.g. sm_80, sm_90a, avx2)");
   // The flags of `convjit run` that only a run reads (its tensors, checks and timing): refused,
   // not silently ignored.
-  for (const std::string_view word : rest) {
-    if (!word.starts_with("--")) continue;
-    const std::string_view flag = word.substr(2);
-    const std::string_view name = flag.substr(0, flag.find('='));
-    for (const FlagSpec& spec : run_flag_specs()) {
-      if (spec.role == FlagRole::kRunOnly && name == spec.name) {
-        throw UsageError(
-            fmt::format("--{} is a flag of convjit run; convjit compile runs nothing", spec.name));
-      }
+  const ParsedFlags given = parse_flags(rest, run_flag_specs());
+  for (const FlagSpec& spec : run_flag_specs()) {
+    if (spec.role == FlagRole::kRunOnly && given.has(spec.name)) {
+      throw UsageError(
+          fmt::format("--{} is a flag of convjit run; convjit compile runs nothing", spec.name));
     }
   }
   const RunOptions run_options = parse_run_options(rest);

@@ -178,8 +178,10 @@ ConvProblem output_slice_problem(const ConvProblem& problem, const CpuPlan& plan
 
 /// Reduce points each tile must cover per chunk of a blocked filter-gradient reduction so that
 /// reloading its accumulators from wherever dW lives (L1, L2, L3 or memory, by its size) costs
-/// at most a small share of the chunk's FMAs.
-std::int64_t min_chunk_points(const ConvProblem& problem, const CpuPlan& plan);
+/// at most a small share of the chunk's FMAs; `grown_past_l1`: for a chunk that outgrows L1
+/// anyway, whose share is smaller where L2 feeds the tiles.
+std::int64_t min_chunk_points(const ConvProblem& problem, const CpuPlan& plan,
+                              bool grown_past_l1 = false);
 
 /// Output rows per chunk of a blocked filter-gradient reduction whose widest tile has
 /// `tile_cols` columns (the plan's blocking rule, applied by block_reduction to its tiles).

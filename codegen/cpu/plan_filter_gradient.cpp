@@ -187,7 +187,7 @@ double accumulated_dw_bytes(const ConvProblem& p) {
 
 }  // namespace
 
-std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
+std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan, bool grown_past_l1) {
   const CpuInfo& cpu = plan.cpu;
   if (cpu.vector_bytes == 0) return 1;
   const double dw_bytes = accumulated_dw_bytes(p);
@@ -216,7 +216,15 @@ std::int64_t min_chunk_points(const ConvProblem& p, const CpuPlan& plan) {
       tile.rows * ((tile.cols + plan.tiles.lanes() - 1) / plan.tiles.lanes()));
   const double reload = latency + 2.0 * accumulators * cpu.vector_bytes / bandwidth;
   const double fma_cycles_per_point = plan.tiles.cycles_per_reduce_point(tile);
-  const double share = in_l2 ? kReloadShare : kBeyondL2ReloadShare;
+  // A chunk grown past L1 where L2 feeds the tiles (l2_feeds_the_tiles) streams a column
+  // block's lines from L2 under the FMAs: only its reloads weigh against its size, so it takes
+  // the share of dW beyond L2. Paired on Zen 4 against kReloadShare (the eight f32 filter
+  // gradients of both suites whose chunks grow, mostly 1x1 layers on 56x56 and 28x28 images
+  // from one row to two or two to four; 6-8 pairs each): two threads 1.02x in geometric mean
+  // (1.01-1.05x, ResNet-50's 14x14 1024 -> 256 in 7 rows, not 4, 1.01x), one thread 1.01x
+  // (0.99-1.02x); their f64 kernels 1.00x (0.98-1.02x).
+  const bool only_reloads_weigh = grown_past_l1 && l2_feeds_the_tiles(p, plan);
+  const double share = in_l2 && !only_reloads_weigh ? kReloadShare : kBeyondL2ReloadShare;
   return static_cast<std::int64_t>(std::ceil(reload / (share * fma_cycles_per_point)));
 }
 
@@ -268,18 +276,7 @@ std::int64_t reduction_chunk_rows(const ConvProblem& p, const CpuPlan& plan,
       dw_in_l2 && !tiles_read_crowded_sets(p, plan) &&
       static_cast<double>(l1_rows * ow) >=
           kReloadShare / kL1ChunkReloadShare * static_cast<double>(wanted);
-  // A chunk grown past L1 where L2 feeds the tiles (l2_feeds_the_tiles) streams a column
-  // block's lines from L2 under the FMAs: only its reloads weigh, so it takes the points of
-  // kBeyondL2ReloadShare, as where dW is beyond L2. Paired on Zen 4 against the reloads' share
-  // (the eight f32 filter gradients of both suites whose chunks grow, mostly 1x1 layers on
-  // 56x56 and 28x28 images from one row to two or two to four; 6-8 pairs each): two threads
-  // 1.02x in geometric mean (1.01-1.05x, ResNet-50's 14x14 1024 -> 256 in 7 rows, not 4,
-  // 1.01x), one thread 1.01x (0.99-1.02x); their f64 kernels 1.00x (0.98-1.02x).
-  const std::int64_t grown_wanted =
-      l2_feeds_the_tiles(p, plan) && dw_in_l2
-          ? static_cast<std::int64_t>(
-                std::ceil(static_cast<double>(wanted) * kReloadShare / kBeyondL2ReloadShare))
-          : wanted;
+  const std::int64_t grown_wanted = min_chunk_points(p, plan, /*grown_past_l1=*/true);
   std::int64_t rows = l1_chunk_will_do ? l1_rows : std::max(l1_rows, (grown_wanted + ow - 1) / ow);
   std::int64_t cap = std::max(l1_rows, grown_chunk_points(p, cpu, tile_cols) / ow);
   if (chunks_capped_by_l2(p, plan) && !dw_in_l2) {
