@@ -293,7 +293,7 @@ int compile_checked(std::span<const std::string_view> args, std::ostream& out, s
           fmt::format("--{} is a flag of convjit run; convjit compile runs nothing", spec.name));
     }
   }
-  const RunOptions run_options = parse_run_options(rest);
+  const RunOptions run_options = run_options_from(given);
   const OpDescriptor desc = build_descriptor(run_options, OperandShapes{});
   Expected<ConvProblem> problem = validate(desc);
   if (!problem) {

@@ -218,7 +218,10 @@ OpDescriptor descriptor_from_text(const RunOptions& o, const OperandShapes& file
 std::span<const FlagSpec> run_flag_specs() { return kRunFlags; }
 
 RunOptions parse_run_options(std::span<const std::string_view> args) {
-  const ParsedFlags flags = parse_flags(args, kRunFlags);
+  return run_options_from(parse_flags(args, kRunFlags));
+}
+
+RunOptions run_options_from(const ParsedFlags& flags) {
   RunOptions o;
   o.help = flags.has("help");
   o.desc = flags.get("desc");

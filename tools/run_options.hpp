@@ -48,6 +48,9 @@ struct RunOptions {
 std::span<const FlagSpec> run_flag_specs();
 /// Parses the words after `run`. Throws UsageError.
 RunOptions parse_run_options(std::span<const std::string_view> args);
+/// The options of flags already parsed over run_flag_specs() (a caller that also reads the
+/// flags themselves, as `convjit compile` does). Throws UsageError.
+RunOptions run_options_from(const ParsedFlags& flags);
 
 /// Shapes of the operands given as .npy files (nullopt: not given).
 struct OperandShapes {
