@@ -742,6 +742,10 @@ TEST(IrBatchOperandCopies, CrowdedPixelsAreCopiedWithPadding) {
        "slice=ocx2 rsdy"},
       {{2, 5, 5, 256, 1, 1, 256, 512, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 2, 1 << 20,
        "slice=ocx2 rsxdy"},
+      // Each thread's copies (all of dy, its slice of x) outweigh its slice of dW but not the
+      // whole dW: still copied.
+      {{4, 5, 5, 128, 1, 1, 128, 512, 1, 1, 1, 1, Padding::kValid}, DType::kFloat32, 2,
+       128 << 10, "slice=icx2 rsxdy"},
       {{4, 5, 4, 64, 3, 3, 64, 64, 1, 1, 1, 1, Padding::kSame}, DType::kFloat64, 2, 8192,
        "slice=icx2 rsxdy"},
       {{4, 6, 6, 128, 1, 1, 128, 128, 1, 1, 1, 1, Padding::kValid}, DType::kHalf, 1, 8192,
