@@ -839,10 +839,11 @@ TEST(IrPassText, FilterGradientPrefetchesStayOnTheirThread) {
 
 // Where one tile reduces over every pixel (no loop moves past them), the tiles after it read
 // the same pixels' next channels, and x takes a new line of each pixel every few steps of the
-// rows loop. r50's 7x7 2048 -> 512 filter gradient on two Zen 4 cores (x 3.2 MB, beyond its
-// 1 MiB L2; each thread half the input channels, over all 392 pixels): every full tile
-// prefetches the next line of its pixels' x; dy (0.8 MB in f32) stays in L2 and is not
-// prefetched. At 256 input channels x fits L2 and nothing is prefetched.
+// rows loop. A 7x7 2064 -> 528 filter gradient on two Zen 4 cores (x 3.3 MB, beyond its 1 MiB
+// L2; each thread half the input channels, over all 392 pixels; r50's 2048 -> 512, whose
+// pixels crowd L1's sets, reads padded copies instead): every full tile prefetches the next
+// line of its pixels' x; dy (0.8 MB in f32) stays in L2 and is not prefetched. At 256 input
+// channels x fits L2 and nothing is prefetched.
 TEST(IrPassText, TilesOverEveryPixelPrefetchTheirPixelsNextChannels) {
   TestTarget zen4 = avx512_bf16_target(/*amx=*/false, /*threads=*/2);
   zen4.l1_bytes = 32 << 10;
@@ -850,7 +851,7 @@ TEST(IrPassText, TilesOverEveryPixelPrefetchTheirPixelsNextChannels) {
   zen4.llc_bytes = 32 << 20;
   zen4.fmas_per_cycle = 1;
   for (const DType dtype : {DType::kFloat32, DType::kFloat64}) {
-    ConvProblem p = filter_gradient_1x1(8, 7, 2048, 512);
+    ConvProblem p = filter_gradient_1x1(8, 7, 2064, 528);
     p.dtype = dtype;
     LoopNest nest = lower_and_schedule(p, zen4);
     const std::int64_t line = CpuInfo::kCacheLineBytes / dtype_size(dtype);
